@@ -1,0 +1,72 @@
+# jobq — `make demo` runs the main job, `make test` runs every check.
+#
+# Server binaries refuse to run as root: as root, the server-side steps run
+# as the `postgres` user through runuser (see ../shared/ENVIRONMENT.md).
+
+PG_CONFIG ?= pg_config
+PYTHON3   ?= /usr/bin/python3
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+APT_PACKAGES := postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap pgtap pgbouncer python3-venv
+
+ifeq ($(shell id -u),0)
+AS_SERVER_USER := runuser -u postgres --
+endif
+
+# --- the extension, installed with PGXS ---------------------------------
+MODULEDIR = extension
+DATA      = sql/jobq.control $(wildcard sql/jobq--*.sql)
+PGXS     := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifneq ($(wildcard $(PGXS)),)
+include $(PGXS)
+else
+install:
+	@echo "PGXS not found: install postgresql-server-dev-15 (make deps) first" >&2; exit 1
+endif
+
+.PHONY: demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop clean-venv
+
+# --- system packages and the Python environment -------------------------
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing packages: $$missing (run make deps as root)" >&2; exit 1; fi; \
+	  echo "installing $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(PY): pyproject.toml
+	$(PYTHON3) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $(PY)
+
+venv: $(PY)
+
+# --- the two README commands --------------------------------------------
+demo: deps venv
+	$(PY) -m pyqueue demo
+
+test: deps venv install lint test-pgtap test-pytest
+
+test-pgtap:
+	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY)
+
+test-pytest:
+	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check pyqueue tests
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pgspot $(wildcard sql/jobq--*.sql)
+
+# --- for humans: a throwaway server in .tmp/db ---------------------------
+db-start: venv
+	@$(PY) -m pyqueue.localserver start $(CURDIR)/.tmp/db --database jobq
+	@echo "psql \"host=$(CURDIR)/.tmp/db port=5432 user=postgres dbname=jobq\""
+
+db-stop: venv
+	$(PY) -m pyqueue.localserver stop $(CURDIR)/.tmp/db
+
+clean-venv:
+	rm -rf $(VENV)

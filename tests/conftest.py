@@ -1,0 +1,69 @@
+"""Shared fixtures: one real PostgreSQL server per test session (pg_cron
+loaded), a template database with jobq installed, and a fresh copy of that
+template for every test."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from pytest_postgresql import factories
+from pytest_postgresql.executors import PostgreSQLExecutor
+
+from pyqueue.localserver import find_bindir
+
+ROOT = Path(__file__).resolve().parent.parent
+SQL_DIR = ROOT / "sql"
+CRON_DATABASE = "jobq_cron"  # the one database where CREATE EXTENSION pg_cron works
+
+
+def default_version() -> str:
+    """The version jobq.control installs by default."""
+    control = (SQL_DIR / "jobq.control").read_text()
+    found = re.search(r"^default_version\s*=\s*'([^']+)'", control, re.MULTILINE)
+    assert found, "default_version missing from sql/jobq.control"
+    return found.group(1)
+
+
+def install_jobq(
+    host: str, port: int, user: str, dbname: str, password: str | None, autocommit: bool = True
+) -> None:
+    """Install the current jobq version into the template database."""
+    script = (SQL_DIR / f"jobq--{default_version()}.sql").read_text()
+    with psycopg.connect(host=host, port=port, user=user, dbname=dbname, password=password,
+                         autocommit=True) as conn:
+        conn.execute(script.encode())
+
+
+postgresql_proc = factories.postgresql_proc(
+    executable=str(find_bindir() / "pg_ctl"),
+    port=None,
+    postgres_options=(
+        f"-c shared_preload_libraries=pg_cron -c cron.database_name={CRON_DATABASE} "
+        "-c max_connections=300 -c fsync=off -c synchronous_commit=off"
+    ),
+    load=[install_jobq],
+)
+postgresql = factories.postgresql("postgresql_proc")
+
+
+def proc_dsn(proc: PostgreSQLExecutor, dbname: str) -> str:
+    """A libpq connection string to a database of the session server."""
+    return make_conninfo(host=proc.host, port=proc.port, user=proc.user, dbname=dbname)
+
+
+@pytest.fixture
+def dsn(postgresql: psycopg.Connection[tuple[object, ...]], postgresql_proc: PostgreSQLExecutor) -> str:
+    """The DSN of this test's fresh database (jobq installed)."""
+    return proc_dsn(postgresql_proc, postgresql.info.dbname)
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """An autocommit connection to this test's database."""
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        yield connection
