@@ -15,7 +15,7 @@
 --   3. validation helpers (jobq's SQLSTATEs, class JQ)
 --   4. private helpers: settings, backoff, archiving, NOTIFY trigger
 --   5. producer API: enqueue, enqueue_many
---   6. worker API: claim, complete, fail, heartbeat, reap, next_run_at
+--   6. worker API: claim, complete, fail, heartbeat, release, reap, next_run_at
 --   7. operator API: retry, retry_dead, cancel, prune, configure_queue,
 --      reset_queue, schedule_maintenance, unschedule_maintenance
 --   8. views: stats, jobs, queues
@@ -809,6 +809,34 @@ $$;
 COMMENT ON FUNCTION jobq.heartbeat(bigint, uuid, interval) IS
     'Extends a lease held under lease_token; false when the lease was lost.';
 
+CREATE FUNCTION jobq.release(id bigint, lease_token uuid) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    -- Hand a claimed job back untouched (a worker shutting down with jobs it
+    -- never started): ready again at its old run_at, the attempt not spent.
+    -- False when the lease was lost.
+    PERFORM jobq._check_lease_args(release.id, release.lease_token);
+    UPDATE jobq._job AS j
+    SET status = 'ready',
+        attempts = greatest(j.attempts - 1, 0),
+        lease_token = NULL,
+        lease_expires_at = NULL
+    WHERE j.id = release.id AND j.lease_token = release.lease_token
+    RETURNING j.queue INTO v_queue;
+    IF v_queue IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_notify('jobq', v_queue);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.release(bigint, uuid) IS
+    'Returns a claimed job to the queue without spending an attempt; false when the lease was lost.';
+
 CREATE FUNCTION jobq.reap(n integer DEFAULT 10000) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -1242,6 +1270,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.complete_many(bigint[], uuid[]),
     jobq.fail(bigint, text, uuid, timestamptz),
     jobq.heartbeat(bigint, uuid, interval),
+    jobq.release(bigint, uuid),
     jobq.reap(integer),
     jobq.next_run_at(text[])
 TO jobq_worker;
