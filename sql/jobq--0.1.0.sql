@@ -175,6 +175,7 @@ CREATE TABLE jobq._queue (
     max_payload_bytes  integer,
     updated_at         timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT queue_name_valid CHECK (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    -- Named queue_<column>_range: configure_queue() names the setting from it.
     CONSTRAINT queue_max_attempts_range CHECK (max_attempts BETWEEN 1 AND 1000),
     CONSTRAINT queue_backoff_base_range CHECK (backoff_base BETWEEN interval '0' AND interval '1 day'),
     CONSTRAINT queue_backoff_cap_range CHECK (backoff_cap BETWEEN interval '0' AND interval '30 days'),
@@ -182,7 +183,7 @@ CREATE TABLE jobq._queue (
     CONSTRAINT queue_lease_range CHECK (lease BETWEEN interval '1 second' AND interval '1 day'),
     CONSTRAINT queue_retention_range CHECK (retention BETWEEN interval '0' AND interval '3650 days'),
     CONSTRAINT queue_dead_retention_range CHECK (dead_retention BETWEEN interval '1 second' AND interval '3650 days'),
-    CONSTRAINT queue_max_payload_range CHECK (max_payload_bytes BETWEEN 1 AND 104857600)
+    CONSTRAINT queue_max_payload_bytes_range CHECK (max_payload_bytes BETWEEN 1 AND 104857600)
 );
 COMMENT ON TABLE jobq._queue IS 'Per-queue setting overrides; NULL means the default. Private: use jobq.configure_queue().';
 
@@ -551,6 +552,7 @@ AS $$
 DECLARE
     v_settings jobq._queue;
     v_bad record;
+    v_item record;
     v_n integer := coalesce(cardinality(enqueue_many.payloads), -1);
 BEGIN
     -- Add many jobs to one queue in one statement; returns one id per
@@ -594,14 +596,23 @@ BEGIN
         RAISE EXCEPTION 'jobq: job_keys has % elements but payloads has %', cardinality(enqueue_many.job_keys), v_n
             USING ERRCODE = 'JQ009', HINT = 'Pass one key (or NULL) per payload, or job_keys => NULL.';
     END IF;
-    FOR i IN 1..v_n LOOP
-        PERFORM jobq._check_job_key(enqueue_many.job_keys[i], format('job_keys[%s]', i));
+    -- Pair payloads and keys by position with unnest, not by subscript:
+    -- arrays may start at another index than 1 (e.g. '[0:1]={...}').
+    FOR v_item IN
+        SELECT x.job_key, x.ord
+        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
+    LOOP
+        PERFORM jobq._check_job_key(v_item.job_key, format('job_keys[%s]', v_item.ord));
     END LOOP;
-    FOR i IN 1..v_n LOOP
-        RETURN QUERY SELECT jobq._insert_job(enqueue_many.queue, enqueue_many.payloads[i], enqueue_many.run_at,
+    FOR v_item IN
+        SELECT x.payload, x.job_key
+        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
+        ORDER BY x.ord
+    LOOP
+        RETURN QUERY SELECT jobq._insert_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
                                             enqueue_many.priority,
                                             coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
-                                            enqueue_many.job_keys[i]);
+                                            v_item.job_key);
     END LOOP;
 END
 $$;
@@ -640,7 +651,8 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_queue text;
+    v_queue record;
+    v_queues text[] := '{}';
     v_leases interval[] := '{}';
 BEGIN
     -- Lease up to n ready jobs across several queues, most urgent first
@@ -650,10 +662,13 @@ BEGIN
                 coalesce(cardinality(claim.queues)::text || ' elements', 'NULL')
             USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails'', ''sms''].';
     END IF;
-    FOR i IN 1..cardinality(claim.queues) LOOP
-        v_queue := claim.queues[i];
-        PERFORM jobq._check_queue(v_queue, format('queues[%s]', i));
-        v_leases := v_leases || coalesce(claim.lease, (jobq._settings(v_queue)).lease);
+    -- Validate by position (arrays may start at any index), then drop repeats.
+    FOR v_queue IN SELECT u.name, u.ord FROM unnest(claim.queues) WITH ORDINALITY AS u(name, ord) LOOP
+        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', v_queue.ord));
+        IF NOT v_queue.name = ANY (v_queues) THEN
+            v_queues := v_queues || v_queue.name;
+            v_leases := v_leases || coalesce(claim.lease, (jobq._settings(v_queue.name)).lease);
+        END IF;
     END LOOP;
     PERFORM jobq._check_batch(claim.n, 'n', 1000);
     PERFORM jobq._check_interval(claim.lease, 'lease', interval '1 second', interval '1 day');
@@ -663,7 +678,7 @@ BEGIN
     WITH candidates AS (
         -- Per queue, the n most urgent unlocked ready rows (one index scan each).
         SELECT c.id, c.priority, c.run_at, q.lease
-        FROM unnest(claim.queues, v_leases) AS q(name, lease),
+        FROM unnest(v_queues, v_leases) AS q(name, lease),
              LATERAL (
                  SELECT j.id, j.priority, j.run_at
                  FROM jobq._job AS j
@@ -976,6 +991,10 @@ CREATE FUNCTION jobq.retry_dead(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+-- The argument is named queue, like the column in ON CONFLICT (queue, job_key)
+-- below: resolve unqualified names to columns (the argument is always
+-- written retry_dead.queue).
+#variable_conflict use_column
 DECLARE
     v_moved integer;
 BEGIN
@@ -1288,4 +1307,7 @@ GRANT EXECUTE ON FUNCTION
     jobq._require_pg_cron()
 TO jobq_admin;
 GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues TO jobq_admin;
+-- A view runs its functions with the reader's privileges: jobq.queues calls
+-- jobq._settings(), which only reads jobq._queue (readable by jobq_admin).
+GRANT EXECUTE ON FUNCTION jobq._settings(text) TO jobq_admin;
 GRANT SELECT ON jobq._job, jobq._job_archive, jobq._queue, jobq._migration TO jobq_admin;

@@ -1,0 +1,179 @@
+-- jobq schema: objects exist with the contracted signatures, SECURITY
+-- DEFINER only where intended, pinned search_path and a comment everywhere.
+BEGIN;
+SELECT plan(76);
+
+-- objects ------------------------------------------------------------------
+SELECT has_schema('jobq', 'schema jobq exists');
+SELECT has_role('jobq_producer', 'role jobq_producer exists');
+SELECT has_role('jobq_worker', 'role jobq_worker exists');
+SELECT has_role('jobq_admin', 'role jobq_admin exists');
+SELECT has_table('jobq', '_job', 'live job table jobq._job exists');
+SELECT has_table('jobq', '_job_archive', 'archive table jobq._job_archive exists');
+SELECT has_table('jobq', '_queue', 'queue settings table jobq._queue exists');
+SELECT has_table('jobq', '_migration', 'version bookkeeping table jobq._migration exists');
+SELECT has_view('jobq', 'stats', 'view jobq.stats exists');
+SELECT has_view('jobq', 'jobs', 'view jobq.jobs exists');
+SELECT has_view('jobq', 'queues', 'view jobq.queues exists');
+SELECT has_type('jobq', 'job', 'type jobq.job exists');
+
+SELECT is(jobq.version(), '0.1.0', 'jobq.version() is 0.1.0');
+SELECT results_eq($$SELECT version FROM jobq._migration$$, $$VALUES ('0.1.0'::text)$$,
+                  'jobq._migration records exactly version 0.1.0');
+
+SELECT set_has(
+    $$SELECT attname::text FROM pg_catalog.pg_attribute
+      WHERE attrelid = 'jobq.job'::regclass AND attnum > 0 AND NOT attisdropped$$,
+    $$VALUES ('id'), ('queue'), ('payload'), ('priority'), ('attempts'), ('max_attempts'),
+             ('run_at'), ('created_at'), ('lease_token')$$,
+    'jobq.job has every column the spec requires (incl. the fencing lease_token)');
+
+SELECT set_eq(
+    $$SELECT column_name::text FROM information_schema.columns
+      WHERE table_schema = 'jobq' AND table_name = 'stats'$$,
+    $$VALUES ('queue'), ('ready'), ('scheduled'), ('running'), ('dead'), ('oldest_ready_age')$$,
+    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age');
+
+-- the public API, exactly ----------------------------------------------------
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
+    ARRAY[
+        'jobq.version()',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[])',
+        'jobq.claim(text,integer,text,interval)',
+        'jobq.claim(text[],integer,text,interval)',
+        'jobq.complete(bigint,uuid)',
+        'jobq.complete_many(bigint[],uuid[])',
+        'jobq.fail(bigint,text,uuid,timestamp with time zone)',
+        'jobq.heartbeat(bigint,uuid,interval)',
+        'jobq.release(bigint,uuid)',
+        'jobq.reap(integer)',
+        'jobq.next_run_at(text[])',
+        'jobq.retry(bigint)',
+        'jobq.retry_dead(text)',
+        'jobq.cancel(bigint)',
+        'jobq.prune(integer)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer)',
+        'jobq.reset_queue(text)',
+        'jobq.schedule_maintenance(text,text)',
+        'jobq.unschedule_maintenance()'
+    ],
+    'the public jobq functions are exactly the documented API');
+
+SELECT has_function('jobq', 'version', ARRAY[]::text[], 'jobq.version() exists');
+SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text) exists');
+SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]'], 'jobq.enqueue_many(text, jsonb[], timestamptz, int, int, text[]) exists');
+SELECT has_function('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq.claim(text, int, text, interval) exists');
+SELECT has_function('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'jobq.claim(text[], int, text, interval) exists');
+SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid'], 'jobq.complete(bigint, uuid) exists');
+SELECT has_function('jobq', 'complete_many', ARRAY['bigint[]', 'uuid[]'], 'jobq.complete_many(bigint[], uuid[]) exists');
+SELECT has_function('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'jobq.fail(bigint, text, uuid, timestamptz) exists');
+SELECT has_function('jobq', 'heartbeat', ARRAY['bigint', 'uuid', 'interval'], 'jobq.heartbeat(bigint, uuid, interval) exists');
+SELECT has_function('jobq', 'release', ARRAY['bigint', 'uuid'], 'jobq.release(bigint, uuid) exists');
+SELECT has_function('jobq', 'reap', ARRAY['integer'], 'jobq.reap(int) exists');
+SELECT has_function('jobq', 'next_run_at', ARRAY['text[]'], 'jobq.next_run_at(text[]) exists');
+SELECT has_function('jobq', 'retry', ARRAY['bigint'], 'jobq.retry(bigint) exists');
+SELECT has_function('jobq', 'retry_dead', ARRAY['text'], 'jobq.retry_dead(text) exists');
+SELECT has_function('jobq', 'cancel', ARRAY['bigint'], 'jobq.cancel(bigint) exists');
+SELECT has_function('jobq', 'prune', ARRAY['integer'], 'jobq.prune(int) exists');
+SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer'], 'jobq.configure_queue(...) exists');
+SELECT has_function('jobq', 'reset_queue', ARRAY['text'], 'jobq.reset_queue(text) exists');
+SELECT has_function('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'jobq.schedule_maintenance(text, text) exists');
+SELECT has_function('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'jobq.unschedule_maintenance() exists');
+
+SELECT function_returns('jobq', 'version', ARRAY[]::text[], 'text', 'version() returns text');
+SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text'], 'bigint', 'enqueue() returns bigint');
+SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]'], 'setof bigint', 'enqueue_many() returns setof bigint');
+SELECT function_returns('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
+SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
+SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid'], 'boolean', 'complete() returns boolean');
+SELECT function_returns('jobq', 'complete_many', ARRAY['bigint[]', 'uuid[]'], 'integer', 'complete_many() returns integer');
+SELECT function_returns('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'boolean', 'fail() returns boolean');
+SELECT function_returns('jobq', 'heartbeat', ARRAY['bigint', 'uuid', 'interval'], 'boolean', 'heartbeat() returns boolean');
+SELECT function_returns('jobq', 'release', ARRAY['bigint', 'uuid'], 'boolean', 'release() returns boolean');
+SELECT function_returns('jobq', 'reap', ARRAY['integer'], 'integer', 'reap() returns integer');
+SELECT function_returns('jobq', 'next_run_at', ARRAY['text[]'], 'timestamp with time zone', 'next_run_at() returns timestamptz');
+SELECT function_returns('jobq', 'retry', ARRAY['bigint'], 'boolean', 'retry() returns boolean');
+SELECT function_returns('jobq', 'retry_dead', ARRAY['text'], 'integer', 'retry_dead() returns integer');
+SELECT function_returns('jobq', 'cancel', ARRAY['bigint'], 'boolean', 'cancel() returns boolean');
+SELECT function_returns('jobq', 'prune', ARRAY['integer'], 'integer', 'prune() returns integer');
+SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer'], 'jobq._queue', 'configure_queue() returns the effective settings row');
+SELECT function_returns('jobq', 'reset_queue', ARRAY['text'], 'boolean', 'reset_queue() returns boolean');
+SELECT function_returns('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'setof record', 'schedule_maintenance() returns a table');
+SELECT function_returns('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'integer', 'unschedule_maintenance() returns integer');
+
+-- SECURITY DEFINER exactly where intended -----------------------------------
+SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text'], 'enqueue() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
+SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid'], 'complete() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
+SELECT isnt_definer('jobq', 'version', ARRAY[]::text[], 'version() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'schedule_maintenance() is not SECURITY DEFINER (pg_cron jobs run as the caller)');
+SELECT isnt_definer('jobq', '_finish', ARRAY['bigint[]', 'uuid[]', 'text', 'text'], 'private _finish() is not SECURITY DEFINER');
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
+    ARRAY[
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[])',
+        'jobq.claim(text,integer,text,interval)',
+        'jobq.claim(text[],integer,text,interval)',
+        'jobq.complete(bigint,uuid)',
+        'jobq.complete_many(bigint[],uuid[])',
+        'jobq.fail(bigint,text,uuid,timestamp with time zone)',
+        'jobq.heartbeat(bigint,uuid,interval)',
+        'jobq.release(bigint,uuid)',
+        'jobq.reap(integer)',
+        'jobq.next_run_at(text[])',
+        'jobq.retry(bigint)',
+        'jobq.retry_dead(text)',
+        'jobq.cancel(bigint)',
+        'jobq.prune(integer)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer)',
+        'jobq.reset_queue(text)'
+    ],
+    'SECURITY DEFINER functions are exactly the role-gated public API (no private helper is one)');
+
+-- pinned search_path and comments ------------------------------------------
+SELECT cmp_ok((SELECT count(*)::int FROM pg_catalog.pg_proc WHERE pronamespace = 'jobq'::regnamespace),
+              '>=', 35, 'jobq has at least the 35 functions of 0.1.0 (the checks below are not vacuous)');
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'jobq'::regnamespace
+        AND NOT EXISTS (SELECT FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%')$$,
+    'every jobq function pins search_path');
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'jobq'::regnamespace
+        AND NOT ('search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}')))$$,
+    'every jobq function pins search_path to exactly pg_catalog, pg_temp (pg_temp last)');
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'jobq'::regnamespace
+        AND coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '') = ''$$,
+    'every jobq function has a COMMENT');
+SELECT is_empty(
+    $$SELECT c.relname::text FROM pg_catalog.pg_class AS c
+      WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'v')
+        AND coalesce(pg_catalog.obj_description(c.oid, 'pg_class'), '') = ''$$,
+    'every jobq table and view has a COMMENT');
+SELECT isnt(pg_catalog.obj_description('jobq'::regnamespace, 'pg_namespace'), NULL, 'schema jobq has a COMMENT');
+
+-- the hot table ---------------------------------------------------------------
+SELECT has_index('jobq', '_job', '_job_claim_idx', ARRAY['queue', 'priority', 'run_at', 'id'],
+                 'claim index on (queue, priority, run_at, id)');
+SELECT is((SELECT pg_catalog.pg_get_expr(i.indpred, i.indrelid) FROM pg_catalog.pg_index AS i
+           WHERE i.indexrelid = 'jobq._job_claim_idx'::regclass),
+          '(status = ''ready''::text)', 'the claim index is partial: ready rows only');
+SELECT index_is_unique('jobq', '_job', '_job_key_idx', 'one active job per (queue, job_key)');
+SELECT throws_ok(
+    $$INSERT INTO jobq._job (queue, payload, status, max_attempts) VALUES ('q', '{}', 'completed', 1)$$,
+    '23514', NULL, 'the live table only holds ready and running jobs');
+SELECT throws_ok(
+    $$INSERT INTO jobq._job (queue, payload, status, max_attempts) VALUES ('q', '{}', 'running', 1)$$,
+    '23514', NULL, 'a running row must carry a lease token and expiry');
+
+SELECT * FROM finish();
+ROLLBACK;

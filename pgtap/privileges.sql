@@ -1,0 +1,158 @@
+-- Least privilege: jobq_producer enqueues, jobq_worker works jobs,
+-- jobq_admin does everything, PUBLIC gets nothing.
+BEGIN;
+SELECT plan(45);
+
+CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
+
+-- the EXECUTE matrix ---------------------------------------------------------------
+CREATE TEMP TABLE api (sig text, producer boolean, worker boolean);
+INSERT INTO api VALUES
+    ('jobq.version()', true, true),
+    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text)', true, false),
+    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[])', true, false),
+    ('jobq.claim(text,integer,text,interval)', false, true),
+    ('jobq.claim(text[],integer,text,interval)', false, true),
+    ('jobq.complete(bigint,uuid)', false, true),
+    ('jobq.complete_many(bigint[],uuid[])', false, true),
+    ('jobq.fail(bigint,text,uuid,timestamp with time zone)', false, true),
+    ('jobq.heartbeat(bigint,uuid,interval)', false, true),
+    ('jobq.release(bigint,uuid)', false, true),
+    ('jobq.reap(integer)', false, true),
+    ('jobq.next_run_at(text[])', false, true),
+    ('jobq.retry(bigint)', false, false),
+    ('jobq.retry_dead(text)', false, false),
+    ('jobq.cancel(bigint)', false, false),
+    ('jobq.prune(integer)', false, false),
+    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer)', false, false),
+    ('jobq.reset_queue(text)', false, false),
+    ('jobq.schedule_maintenance(text,text)', false, false),
+    ('jobq.unschedule_maintenance()', false, false);
+
+SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+                WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
+              $$SELECT sig FROM api$$, 'the matrix below covers every public jobq function');
+SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+                WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_producer', p.oid, 'EXECUTE')$$,
+              $$SELECT sig FROM api WHERE producer$$,
+              'jobq_producer may execute exactly version, enqueue and enqueue_many');
+SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+                WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_worker', p.oid, 'EXECUTE')$$,
+              $$SELECT sig FROM api WHERE worker$$,
+              'jobq_worker may execute exactly version, claim, complete, complete_many, fail, heartbeat, release, reap, next_run_at');
+SELECT set_has($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_admin', p.oid, 'EXECUTE')$$,
+               $$SELECT sig FROM api$$, 'jobq_admin may execute every public function');
+SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+                  WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')$$,
+                'PUBLIC may execute no jobq function (private helpers included)');
+SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+                  WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname ~ '^_'
+                    AND (has_function_privilege('jobq_producer', p.oid, 'EXECUTE')
+                         OR has_function_privilege('jobq_worker', p.oid, 'EXECUTE'))$$,
+                'producers and workers may execute no private helper');
+SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq_producer', ARRAY[]::text[],
+                          'function_privs_are: jobq_producer has no privilege on claim(text, ...)');
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text'],
+                          'jobq_worker', ARRAY[]::text[], 'function_privs_are: jobq_worker has no privilege on enqueue');
+
+-- tables, views, sequence, schema -------------------------------------------------------------
+SELECT is_empty($$SELECT r.role, c.oid::regclass::text FROM pg_catalog.pg_class AS c,
+                         (VALUES ('jobq_producer'), ('jobq_worker'), ('public'), ('jobq_test_nobody')) AS r(role)
+                  WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'v')
+                    AND has_table_privilege(r.role, c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER')$$,
+                'producer, worker and PUBLIC have no privilege on any jobq table or view');
+SELECT is_empty($$SELECT r.role FROM (VALUES ('jobq_producer'), ('jobq_worker'), ('jobq_admin'), ('public')) AS r(role)
+                  WHERE has_sequence_privilege(r.role, 'jobq._job_id_seq', 'USAGE,SELECT,UPDATE')$$,
+                'nobody but the owner may use the job id sequence');
+SELECT is_empty($$SELECT c.oid::regclass::text FROM pg_catalog.pg_class AS c
+                  WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'v')
+                    AND NOT has_table_privilege('jobq_admin', c.oid, 'SELECT')$$,
+                'jobq_admin may read every jobq table and view');
+SELECT is_empty($$SELECT c.oid::regclass::text FROM pg_catalog.pg_class AS c
+                  WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'v')
+                    AND has_table_privilege('jobq_admin', c.oid, 'INSERT,UPDATE,DELETE,TRUNCATE')$$,
+                'jobq_admin writes only through the functions (no direct INSERT/UPDATE/DELETE/TRUNCATE)');
+SELECT ok(has_schema_privilege('jobq_producer', 'jobq', 'USAGE') AND has_schema_privilege('jobq_worker', 'jobq', 'USAGE')
+          AND has_schema_privilege('jobq_admin', 'jobq', 'USAGE'), 'the three roles may use schema jobq');
+SELECT ok(NOT has_schema_privilege('public', 'jobq', 'USAGE'), 'PUBLIC may not use schema jobq');
+SELECT is_empty($$SELECT r.role FROM (VALUES ('jobq_producer'), ('jobq_worker'), ('jobq_admin'), ('public')) AS r(role)
+                  WHERE has_schema_privilege(r.role, 'jobq', 'CREATE')$$,
+                'nobody but the owner may create objects in schema jobq');
+SELECT ok(pg_has_role('jobq_admin', 'jobq_producer', 'USAGE') AND pg_has_role('jobq_admin', 'jobq_worker', 'USAGE'),
+          'jobq_admin is a member of jobq_producer and jobq_worker');
+
+-- calls under each role ----------------------------------------------------------------------------
+CREATE FUNCTION pg_temp.as_role(p_role text, p_sql text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_result text;
+BEGIN
+    EXECUTE format('SET LOCAL ROLE %I', p_role);
+    EXECUTE p_sql INTO v_result;
+    RESET ROLE;
+    RETURN v_result;
+END
+$$;
+
+-- a plain SET ROLE in the test transaction
+SET ROLE jobq_producer;
+SELECT jobq.enqueue('priv', '{"by": "producer"}') AS producer_job \gset
+RESET ROLE;
+SELECT is((SELECT payload->>'by' FROM jobq._job WHERE id = :producer_job), 'producer', 'SET ROLE jobq_producer: enqueue works');
+
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT current_user$$), 'jobq_producer', 'as_role() really switches role');
+SELECT is(current_user::text, session_user::text, 'and switches back');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[])$$), '2',
+          'jobq_producer: enqueue_many works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.1.0', 'jobq_producer: version works');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.claim(''priv'')')$$, '42501', NULL,
+                 'jobq_producer: claim is denied (42501)');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT jobq.complete(1, gen_random_uuid())')$$, '42501', NULL,
+                 'jobq_producer: complete is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT jobq.cancel(1)')$$, '42501', NULL,
+                 'jobq_producer: cancel is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq._job')$$, '42501', NULL,
+                 'jobq_producer: reading jobq._job is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.stats')$$, '42501', NULL,
+                 'jobq_producer: reading jobq.stats is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'INSERT INTO jobq._job (queue, payload, max_attempts) VALUES (''priv'', ''{}'', 1)')$$,
+                 '42501', NULL, 'jobq_producer: inserting into jobq._job directly is denied');
+SELECT is((SELECT count(*)::int FROM jobq._job WHERE queue = 'priv' AND status = 'ready'), 3, 'the denied calls changed nothing');
+
+SELECT is(pg_temp.as_role('jobq_worker', $$SELECT count(*) FROM jobq.claim('priv', 2, 'w')$$), '2', 'jobq_worker: claim works');
+SELECT is(pg_temp.as_role('jobq_worker',
+              $$SELECT jobq.complete(c.id, c.lease_token) FROM jobq.claim('priv', 1, 'w') AS c$$), 'true',
+          'jobq_worker: complete works');
+SELECT is(pg_temp.as_role('jobq_worker', $$SELECT jobq.reap()$$), '0', 'jobq_worker: reap works');
+SELECT is(pg_temp.as_role('jobq_worker', $$SELECT jobq.next_run_at(ARRAY['priv'])$$), NULL, 'jobq_worker: next_run_at works');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.enqueue(''priv'', ''{}'')')$$, '42501', NULL,
+                 'jobq_worker: enqueue is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.retry_dead(''priv'')')$$, '42501', NULL,
+                 'jobq_worker: retry_dead is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT count(*) FROM jobq._job')$$, '42501', NULL,
+                 'jobq_worker: reading jobq._job is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'UPDATE jobq._job SET lease_expires_at = now()')$$, '42501', NULL,
+                 'jobq_worker: updating jobq._job directly is denied');
+
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT jobq.cancel(jobq.enqueue('priv', '{}'))$$), 'true',
+          'jobq_admin: enqueue and cancel work');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT count(*) FROM jobq.claim('priv', 10)$$), '0', 'jobq_admin: claim works');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT (jobq.configure_queue('priv', lease => interval '1 minute')).lease$$), '00:01:00',
+          'jobq_admin: configure_queue works');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT lease FROM jobq.queues WHERE queue = 'priv'$$), '00:01:00',
+          'jobq_admin: reading jobq.queues works');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT running FROM jobq.stats WHERE queue = 'priv'$$), '2',
+          'jobq_admin: reading jobq.stats works');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT count(*) FROM jobq.jobs WHERE queue = 'priv'$$), '4',
+          'jobq_admin: reading jobq.jobs works');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT jobq.prune() + jobq.retry_dead('priv')$$), '0',
+          'jobq_admin: prune and retry_dead work');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_admin', 'DELETE FROM jobq._job')$$, '42501', NULL,
+                 'jobq_admin: deleting from jobq._job directly is denied');
+
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_nobody', 'SELECT jobq.version()')$$, '42501', NULL,
+                 'a role without a jobq role cannot even call version()');
+
+SELECT * FROM finish();
+ROLLBACK;
