@@ -58,7 +58,14 @@ test-pytest:
 lint: venv
 	$(VENV)/bin/ruff check pyqueue tests
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pgspot $(wildcard sql/jobq--*.sql)
+	@# every full install script alone, every upgrade step after its base script
+	@set -e; for f in $(wildcard sql/jobq--*.sql); do \
+	  case $$f in \
+	    *--*--*) base=$$(echo $$f | sed 's/--[0-9.]*\.sql$$/.sql/'); echo "pgspot $$base + $$f"; \
+	             $(VENV)/bin/pgspot --summary-only -a $$base $$f | grep -q 'TOTAL: Errors: 0 Warnings: 0 Unknown: 0' ;; \
+	    *) echo "pgspot $$f"; $(VENV)/bin/pgspot --summary-only $$f | grep -q 'Errors: 0 Warnings: 0 Unknown: 0' ;; \
+	  esac; \
+	done
 
 # --- for humans: a throwaway server in .tmp/db ---------------------------
 db-start: venv

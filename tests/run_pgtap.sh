@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the pgTAP suite (pgtap/*.sql) with pg_prove once per install path:
-#   psql       — the install script applied with psql -f (managed Postgres)
-#   extension  — CREATE EXTENSION jobq (needs `make install` first)
+#   psql               — the install script applied with psql -f (managed Postgres)
+#   extension          — CREATE EXTENSION jobq (needs `make install` first)
+#   extension-upgrade  — CREATE EXTENSION jobq at the oldest version, then
+#                        ALTER EXTENSION jobq UPDATE through every upgrade script
 # Each path gets its own throwaway server with pg_cron loaded, stopped on exit.
 # Usage: tests/run_pgtap.sh [PYTHON]   (run as an ordinary user, not root)
 set -euo pipefail
@@ -9,6 +11,7 @@ set -euo pipefail
 py=${1:-.venv/bin/python}
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$root/sql/jobq.control")
+oldest=$(ls "$root"/sql/jobq--*.sql | sed -n 's/.*jobq--\([0-9.]*\)\.sql$/\1/p' | sort -V | head -n 1)
 work=$(mktemp -d /tmp/jobq-pgtap.XXXXXX)
 servers=()
 
@@ -19,7 +22,7 @@ cleanup() {
 trap cleanup EXIT
 
 port=55500
-for mode in psql extension; do
+for mode in psql extension extension-upgrade; do
     dir="$work/$mode"
     port=$((port + 1))
     servers+=("$dir")
@@ -29,6 +32,8 @@ for mode in psql extension; do
     case $mode in
         psql)      run_psql -f "$root/sql/jobq--$version.sql" ;;
         extension) run_psql -c 'CREATE EXTENSION jobq' ;;
+        extension-upgrade)
+            run_psql -c "CREATE EXTENSION jobq VERSION '$oldest'" -c 'ALTER EXTENSION jobq UPDATE' ;;
     esac
     installed=$(psql "$dsn" -X -tA -c 'SELECT jobq.version()')
     if [ "$installed" != "$version" ]; then
