@@ -46,18 +46,20 @@ CREATE SCHEMA jobq;
 COMMENT ON SCHEMA jobq IS 'jobq: a job queue inside PostgreSQL. Public API: functions and views without a leading underscore.';
 
 DO $roles$
+DECLARE
+    v_role text;
 BEGIN
     -- Roles are cluster-wide: create each only when missing, so a second
-    -- database (or a reinstall) reuses them.
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'jobq_producer') THEN
-        CREATE ROLE jobq_producer NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'jobq_worker') THEN
-        CREATE ROLE jobq_worker NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'jobq_admin') THEN
-        CREATE ROLE jobq_admin NOLOGIN;
-    END IF;
+    -- database (or a reinstall) reuses them. Two installs into different
+    -- databases at once may both try: the loser of that race moves on.
+    FOREACH v_role IN ARRAY ARRAY['jobq_producer', 'jobq_worker', 'jobq_admin'] LOOP
+        CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role);
+        BEGIN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;
+        END;
+    END LOOP;
 END
 $roles$;
 
