@@ -29,10 +29,10 @@ def default_version() -> str:
     return found.group(1)
 
 
-def install_jobq(
+def install_jobq(  # noqa: PLR0917 - the signature of a pytest-postgresql loader
     host: str, port: int, user: str, dbname: str, password: str | None, autocommit: bool = True
 ) -> None:
-    """Install the current jobq version into the template database."""
+    """Install the current jobq version into a database (the template, or one a test made)."""
     script = (SQL_DIR / f"jobq--{default_version()}.sql").read_text()
     with psycopg.connect(host=host, port=port, user=user, dbname=dbname, password=password,
                          autocommit=True) as conn:

@@ -58,7 +58,8 @@ def test_extension_owns_every_object_and_drops_cleanly(extension_db: Conn) -> No
         "SELECT count(*) FROM pg_proc WHERE pronamespace = 'jobq'::regnamespace"
     ).fetchone()
     assert members is not None and functions is not None
-    assert int(str(members[0])) > int(str(functions[0])), "tables, views and functions belong to the extension"
+    assert int(str(members[0])) > int(str(functions[0])), (
+        "tables, views and functions belong to the extension")
     extension_db.execute("DROP EXTENSION jobq")
     assert extension_db.execute("SELECT to_regnamespace('jobq')").fetchone() == (None,)
 
@@ -79,7 +80,8 @@ def test_jobs_and_settings_survive_pg_dump_of_an_extension_install(
     with psycopg.connect(target, autocommit=True) as restored:
         rows = restored.execute("SELECT id FROM jobq._job ORDER BY id").fetchall()
         assert rows == [row for row in ids]
-        assert restored.execute("SELECT max_attempts FROM jobq.queues WHERE queue = 'mail'").fetchone() == (7,)
+        settings = restored.execute("SELECT max_attempts FROM jobq.queues WHERE queue = 'mail'").fetchone()
+        assert settings == (7,)
         # The identity sequence came along: new jobs do not collide with restored ones.
         new_id = restored.execute("SELECT jobq.enqueue('mail', '{}')").fetchone()
         assert new_id is not None and new_id not in rows

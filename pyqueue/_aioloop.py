@@ -1,0 +1,393 @@
+"""The machinery of the asyncio workers, twin of ``pyqueue._loop``: the same
+bookkeeping (``pyqueue._state``) and SQL (``pyqueue._queries``), with
+awaitable I/O. ``pyqueue.aio`` builds the public ``listen()`` and
+``AsyncWorker`` from these."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from pyqueue import _queries as q
+from pyqueue._db import adicts, ascalar, atuples
+from pyqueue._loop import connection_kwargs, lost_connection
+from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
+from pyqueue.defaults import LISTEN_APPLICATION_NAME, REAP_BATCH
+from pyqueue.errors import translate_errors
+from pyqueue.job import AsyncJob, JobRecord
+
+logger = logging.getLogger("pyqueue.worker")
+
+AsyncConnection = psycopg.AsyncConnection[Any]
+
+
+async def connect(dsn: str, application_name: str, *, prepare: bool) -> AsyncConnection:
+    return await psycopg.AsyncConnection.connect(
+        dsn, **connection_kwargs(dsn, application_name, prepare=prepare))
+
+
+def is_broken(conn: AsyncConnection | None) -> bool:
+    return conn is None or conn.closed or conn.broken
+
+
+@contextlib.contextmanager
+def stop_on_signals(enabled: bool, stop: asyncio.Event) -> Iterator[None]:
+    """While in the block, SIGTERM and SIGINT set ``stop`` (main thread, a loop
+    that supports signal handlers). The first signal puts back the previous
+    handlers, so a second one acts as it would have."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in signals}
+    installed: set[signal.Signals] = set()
+
+    def restore() -> None:
+        for sig in list(installed):
+            loop.remove_signal_handler(sig)
+            handler = previous[sig]
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+            installed.discard(sig)
+
+    def on_signal(sig: signal.Signals) -> None:
+        logger.info("%s received: finishing the jobs in hand, claiming no more", sig.name)
+        stop.set()
+        restore()
+
+    try:
+        for sig in signals:
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.add(sig)
+    except (NotImplementedError, RuntimeError):
+        restore()  # this loop cannot handle signals: leave them alone
+    try:
+        yield
+    finally:
+        restore()
+
+
+class DedicatedConnection:
+    """One async connection, opened on first use and reopened after it broke."""
+
+    def __init__(self, dsn: str, application_name: str, *, prepare: bool) -> None:
+        self.dsn = dsn
+        self.application_name = application_name
+        self.prepare = prepare
+        self._conn: AsyncConnection | None = None
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        async with self._lock:
+            if is_broken(self._conn):
+                await self.reset()
+                self._conn = await connect(self.dsn, self.application_name, prepare=self.prepare)
+            conn = self._conn
+        assert conn is not None
+        yield conn
+
+    async def reset(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
+
+    async def close(self) -> None:
+        await self.reset()
+
+
+class Heartbeater:
+    """A task extending the leases of held jobs (see ``pyqueue._loop.Heartbeater``)."""
+
+    def __init__(self, source: DedicatedConnection) -> None:
+        self.source = source
+        self.book = HeartbeatBook()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, jobs: Sequence[JobRecord], claimed_at: float) -> None:
+        if not jobs:
+            return
+        self.book.add(jobs, claimed_at)
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="pyqueue-heartbeat")
+        self._changed.set()
+
+    async def _run(self) -> None:
+        while True:
+            wait = self.book.seconds_until_due()
+            if wait is None or wait > 0:
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), wait)
+                continue
+            due = self.book.take_due()
+            if due:
+                await self._beat(due)
+
+    async def _beat(self, due: list[tuple[JobRecord, timedelta]]) -> None:
+        sent_at = time.monotonic()
+        params = ([j.id for j, _ in due], [j.lease_token for j, _ in due], [e for _, e in due])
+        try:
+            async with self.source.connection() as conn:
+                with translate_errors():
+                    rows = await atuples(conn, q.HEARTBEAT_MANY, params)
+        except psycopg.Error as error:
+            logger.warning("heartbeat of %d job(s) failed, retrying: %s", len(due), error)
+            if isinstance(error, psycopg.OperationalError) and lost_connection(error):
+                await self.source.reset()
+            self.book.retry_later(j for j, _ in due)
+            return
+        alive = {row[0] for row in rows if row[1]}
+        for job, _ in due:
+            if job.id in alive:
+                self.book.renewed(job, sent_at)
+            elif not job.acknowledged:
+                job._mark_lease_lost()
+                logger.warning("job %d of queue %r lost its lease (reaped or cancelled)", job.id, job.queue)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+class Consumer:
+    """A worker's asyncio session with jobq (see ``pyqueue._loop.Consumer``).
+
+    ``poke()`` wakes a ``wait()`` (a handler task finished); ``stop`` ends it.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        queues: Sequence[str],
+        *,
+        lease: timedelta | None,
+        poll_interval: float,
+        use_listen: bool,
+        worker_name: str,
+        reap_interval: float | None,
+        stop: asyncio.Event,
+        work: DedicatedConnection,
+        heartbeat: DedicatedConnection,
+    ) -> None:
+        self.dsn = dsn
+        self.queues = list(queues)
+        self._queue_set = set(self.queues)
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self.use_listen = use_listen
+        self.worker_name = worker_name
+        self.stop = stop
+        self.work = work
+        self._heartbeat_source = heartbeat
+        self.heartbeats = Heartbeater(heartbeat)
+        self.acks = Acks()
+        self._backoff = Backoff()
+        self._reaps = Every(reap_interval)
+        self._listen: AsyncConnection | None = None
+        self._poked = asyncio.Event()
+
+    def complete_later(self, job: JobRecord) -> None:
+        self.acks.complete_later(job)
+
+    def fail_later(self, job: JobRecord, error: str) -> None:
+        self.acks.fail_later(job, error)
+
+    def release_later(self, job: JobRecord) -> None:
+        self.acks.release_later(job)
+
+    def poke(self) -> None:
+        """Wake ``wait()``; the wake-up stays pending until ``unpoke()``."""
+        self._poked.set()
+
+    def unpoke(self) -> None:
+        self._poked.clear()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but not past a stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), seconds)
+
+    async def _ensure_listening(self) -> None:
+        if not self.use_listen or not is_broken(self._listen):
+            return
+        await self._close_listen()
+        conn = await connect(self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
+        try:
+            await conn.execute(q.LISTEN)
+        except BaseException:
+            await conn.close()
+            raise
+        self._listen = conn
+
+    async def _close_listen(self) -> None:
+        if self._listen is not None:
+            conn, self._listen = self._listen, None
+            await conn.close()
+
+    async def _reset_if_lost(self, error: psycopg.Error) -> None:
+        if lost_connection(error):
+            await self.work.reset()
+
+    async def _connection_lost(self, error: psycopg.Error) -> None:
+        delay = self._backoff.next_delay()
+        if lost_connection(error):
+            logger.warning("database connection lost (%s); reconnecting in %.1f s",
+                           str(error).strip() or type(error).__name__, delay)
+            await self.work.reset()
+            await self._close_listen()
+        else:
+            logger.warning("claim failed (%s); trying again in %.1f s", str(error).strip(), delay)
+        await self._sleep(delay)
+
+    async def claim(self, n: int) -> list[AsyncJob] | None:
+        """Up to ``n`` jobs; None when the database was unreachable (after a backoff)."""
+        if n <= 0:
+            return []
+        query, params = q.claim_query(self.queues, n, self.worker_name, self.lease)
+        try:
+            await self._ensure_listening()
+            sent_at = time.monotonic()
+            async with self.work.connection() as conn:
+                with translate_errors():
+                    rows = await adicts(conn, query, params)
+        except psycopg.OperationalError as error:
+            await self._connection_lost(error)
+            return None
+        if self._backoff.failures:
+            logger.info("reconnected to the database")
+        self._backoff.reset()
+        jobs = [AsyncJob._claimed(q.split_claimed_row(row), self.work.connection, self) for row in rows]
+        self.heartbeats.add(jobs, sent_at)
+        return jobs
+
+    async def maybe_reap(self) -> None:
+        if not self._reaps.due():
+            return
+        self._reaps.restart()
+        try:
+            async with self.work.connection() as conn:
+                with translate_errors():
+                    reaped = int(await ascalar(conn, q.REAP, (REAP_BATCH,)))
+        except psycopg.Error as error:
+            logger.warning("jobq.reap() failed: %s", error)
+            await self._reset_if_lost(error)
+            return
+        if reaped:
+            logger.info("reaped %d job(s) whose lease had expired", reaped)
+
+    async def flush(self) -> bool:
+        batch = self.acks.take()
+        if not batch:
+            return True
+        sent = AckBatch()
+        try:
+            async with self.work.connection() as conn:
+                with translate_errors():
+                    for part in chunks(batch.completes):
+                        jobs = [batch.completes[i] for i in part]
+                        done = int(await ascalar(conn, q.COMPLETE_MANY, batch.complete_args(jobs)))
+                        sent.completes.extend(jobs)
+                        if done < len(jobs):
+                            logger.warning("%d of %d finished job(s) had lost their lease: not completed",
+                                           len(jobs) - done, len(jobs))
+                    for part in chunks(batch.fails):
+                        fails = [batch.fails[i] for i in part]
+                        await atuples(conn, q.FAIL_MANY, batch.fail_args(fails))
+                        sent.fails.extend(fails)
+                    for part in chunks(batch.releases):
+                        jobs = [batch.releases[i] for i in part]
+                        await atuples(conn, q.RELEASE_MANY, batch.complete_args(jobs))
+                        sent.releases.extend(jobs)
+        except psycopg.OperationalError as error:
+            logger.warning("could not acknowledge %d job(s) yet: %s", len(batch.completes), error)
+            self.acks.put_back(AckBatch(
+                batch.completes[len(sent.completes):],
+                batch.fails[len(sent.fails):],
+                batch.releases[len(sent.releases):],
+            ))
+            sent.mark_settled()
+            await self._reset_if_lost(error)
+            return False
+        sent.mark_settled()
+        return True
+
+    async def flush_if_due(self) -> None:
+        if self.acks.seconds_until_due() <= 0:
+            await self.flush()
+
+    async def _next_run_in(self) -> float | None:
+        try:
+            async with self.work.connection() as conn:
+                with translate_errors():
+                    value = await ascalar(conn, q.NEXT_RUN_IN, (self.queues,))
+        except psycopg.OperationalError as error:
+            await self._reset_if_lost(error)
+            return 0.0
+        return None if value is None else max(0.0, float(value))
+
+    async def _notified(self, listen: AsyncConnection) -> None:
+        """Return when one of our queues is notified, or the connection broke."""
+        try:
+            async with contextlib.aclosing(listen.notifies()) as notes:
+                async for note in notes:
+                    if note.payload in self._queue_set:
+                        return
+        except psycopg.OperationalError as error:
+            logger.warning("LISTEN connection lost: %s", str(error).strip())
+            await self._close_listen()
+
+    async def wait(self, *, for_work: bool = True) -> None:
+        """Sleep until there may be work, or something else is due (see the sync twin)."""
+        timeout = min(self._reaps.seconds_left(), self.acks.seconds_until_due())
+        if for_work:
+            timeout = min(timeout, self.poll_interval)
+            next_in = await self._next_run_in()
+            if next_in is not None:
+                timeout = min(timeout, next_in)
+        if self.stop.is_set() or self._poked.is_set() or timeout <= 0:
+            return
+        waiters: list[asyncio.Task[Any]] = [
+            asyncio.create_task(self.stop.wait()),
+            asyncio.create_task(self._poked.wait()),
+        ]
+        if for_work and self._listen is not None:
+            waiters.append(asyncio.create_task(self._notified(self._listen)))
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waiters:
+                task.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+    async def close(self) -> None:
+        try:
+            if not await self.flush() and not await self.flush():
+                logger.warning("%d acknowledgement(s) could not be sent: those jobs will run "
+                               "again once their lease expires", self.acks.pending())
+        finally:
+            await self.heartbeats.close()
+            await self._close_listen()
+            await self.work.close()
+            if self._heartbeat_source is not self.work:
+                await self._heartbeat_source.close()
+
+
+def poke_when_done(consumer: Consumer) -> Callable[[asyncio.Task[Any]], None]:
+    def done(_: asyncio.Task[Any]) -> None:
+        consumer.poke()
+    return done

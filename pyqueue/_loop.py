@@ -1,0 +1,550 @@
+"""The machinery of the sync workers: waking up, connections that come back
+after they drop, the heartbeat thread, and the consumer that claims, waits
+for work and acknowledges in batches. ``pyqueue.worker`` builds the public
+``listen()`` and ``Worker`` from these."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import selectors
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import timedelta
+from types import FrameType
+from typing import Any, Protocol
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from pyqueue import _queries as q
+from pyqueue._db import dicts, scalar, tuples
+from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
+from pyqueue.defaults import (
+    CONNECT_TIMEOUT,
+    LISTEN_APPLICATION_NAME,
+    REAP_BATCH,
+    STOP_CHECK_INTERVAL,
+)
+from pyqueue.errors import translate_errors
+from pyqueue.job import Job, JobRecord
+
+logger = logging.getLogger("pyqueue.worker")
+
+Connection = psycopg.Connection[Any]
+
+
+# --- waking up -------------------------------------------------------------
+
+class Wakeup:
+    """A stop flag plus a self-pipe, so that a waiting loop wakes at once when
+    stopped (by a signal or another thread) or poked (a handler finished).
+
+    A caller-supplied ``threading.Event`` cannot poke the pipe, so when one is
+    given it is also checked every STOP_CHECK_INTERVAL seconds.
+    """
+
+    def __init__(self, event: threading.Event | None = None) -> None:
+        self._external = event is not None
+        self.event = event if event is not None else threading.Event()
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        os.set_blocking(self._write_fd, False)
+        self._closed = False
+
+    @property
+    def stopped(self) -> bool:
+        return self.event.is_set()
+
+    def stop(self) -> None:
+        """Ask the loop to stop (safe from signal handlers and other threads)."""
+        self.event.set()
+        self.poke()
+
+    def poke(self) -> None:
+        """Wake the loop if it waits."""
+        if self._closed:
+            return
+        # A full pipe already holds a wake-up; a closed one has nobody waiting.
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"\0")
+
+    def _drain(self) -> None:
+        try:
+            while os.read(self._read_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def wait(self, timeout: float, fds: Sequence[int] = ()) -> list[int]:
+        """Sleep up to ``timeout`` seconds. Returns the readable ``fds``, or []
+        when the time is up, the loop was poked, or it was stopped."""
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._read_fd, selectors.EVENT_READ)
+            for fd in fds:
+                selector.register(fd, selectors.EVENT_READ)
+            while not self.stopped:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                if self._external:
+                    remaining = min(remaining, STOP_CHECK_INTERVAL)
+                events = selector.select(remaining)
+                ready = [key.fd for key, _ in events]
+                if self._read_fd in ready:
+                    self._drain()
+                    return []
+                if ready:
+                    return ready
+        return []
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._read_fd)
+            os.close(self._write_fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+@contextmanager
+def stop_on_signals(enabled: bool, wakeup: Wakeup) -> Iterator[None]:
+    """While in the block, SIGTERM and SIGINT stop ``wakeup`` instead of
+    killing the process (main thread only). The first signal puts back the
+    previous handlers, so a second one acts as it would have (SIGINT raises
+    KeyboardInterrupt, SIGTERM terminates)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[signal.Signals, Any] = {}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        logger.info("%s received: finishing the jobs in hand, claiming no more",
+                    signal.Signals(signum).name)
+        wakeup.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        old = signal.signal(sig, on_signal)
+        previous[sig] = signal.SIG_DFL if old is None else old
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if signal.getsignal(sig) is on_signal:
+                signal.signal(sig, handler)
+
+
+# --- connections -------------------------------------------------------------
+
+def connect(dsn: str, application_name: str, *, prepare: bool) -> Connection:
+    """An autocommit connection for a worker. ``prepare=False`` turns psycopg's
+    prepared statements off (PgBouncer in transaction mode)."""
+    return psycopg.connect(dsn, **connection_kwargs(dsn, application_name, prepare=prepare))
+
+
+def connection_kwargs(dsn: str, application_name: str, *, prepare: bool) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"autocommit": True, "application_name": application_name}
+    if not prepare:
+        kwargs["prepare_threshold"] = None
+    if "connect_timeout" not in psycopg.conninfo.conninfo_to_dict(dsn):
+        kwargs["connect_timeout"] = CONNECT_TIMEOUT
+    return kwargs
+
+
+def is_broken(conn: Connection | None) -> bool:
+    return conn is None or conn.closed or conn.broken
+
+
+def lost_connection(error: psycopg.Error) -> bool:
+    """Whether an OperationalError means the connection is gone (not, say, a
+    lock_timeout or a deadlock, after which the connection is still fine)."""
+    return error.sqlstate is None or error.sqlstate.startswith(("08", "57P"))
+
+
+class ConnectionSource(Protocol):
+    """Where a worker gets connections: one dedicated, or a pool."""
+
+    def connection(self) -> AbstractContextManager[Connection]: ...
+
+    def reset(self) -> None:
+        """Forget connections that may be broken (after an OperationalError)."""
+
+    def close(self) -> None: ...
+
+
+class DedicatedConnection:
+    """One connection, opened on first use and reopened after it broke."""
+
+    def __init__(self, dsn: str, application_name: str, *, prepare: bool) -> None:
+        self.dsn = dsn
+        self.application_name = application_name
+        self.prepare = prepare
+        self._conn: Connection | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        with self._lock:
+            if is_broken(self._conn):
+                self._close()
+                self._conn = connect(self.dsn, self.application_name, prepare=self.prepare)
+            conn = self._conn
+        assert conn is not None
+        yield conn
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def reset(self) -> None:
+        with self._lock:
+            self._close()
+
+    def close(self) -> None:
+        self.reset()
+
+
+class PooledConnections:
+    """A psycopg_pool ConnectionPool shared by a Worker's threads."""
+
+    def __init__(self, dsn: str, application_name: str, *, size: int, prepare: bool) -> None:
+        self.pool: ConnectionPool[Connection] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=size,
+            kwargs=connection_kwargs(dsn, application_name, prepare=prepare),
+            timeout=CONNECT_TIMEOUT,
+            name=application_name,
+            open=True,
+        )
+
+    def connection(self) -> AbstractContextManager[Connection]:
+        return self.pool.connection()
+
+    def reset(self) -> None:
+        self.pool.check()
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+# --- heartbeats ----------------------------------------------------------------
+
+class Heartbeater:
+    """A background thread that extends the leases of held jobs (running or
+    waiting their turn) once a fraction of their lease has passed, in one
+    statement for all the jobs due. A job whose lease turns out lost is
+    marked (``job.lease_lost``) so the worker skips it if not yet started."""
+
+    def __init__(self, source: ConnectionSource) -> None:
+        self.source = source
+        self.book = HeartbeatBook()
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    def add(self, jobs: Sequence[JobRecord], claimed_at: float) -> None:
+        if not jobs:
+            return
+        self.book.add(jobs, claimed_at)
+        with self._cond:
+            if self._thread is None and not self._closing:
+                self._thread = threading.Thread(target=self._run, name="pyqueue-heartbeat", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closing:
+                    wait = self.book.seconds_until_due()
+                    if wait is not None and wait <= 0:
+                        break
+                    self._cond.wait(wait)
+                if self._closing:
+                    return
+            due = self.book.take_due()
+            if due:
+                self._beat(due)
+
+    def _beat(self, due: list[tuple[JobRecord, timedelta]]) -> None:
+        sent_at = time.monotonic()
+        params = ([j.id for j, _ in due], [j.lease_token for j, _ in due], [e for _, e in due])
+        try:
+            with self.source.connection() as conn, translate_errors():
+                rows = tuples(conn, q.HEARTBEAT_MANY, params)
+        except psycopg.Error as error:
+            logger.warning("heartbeat of %d job(s) failed, retrying: %s", len(due), error)
+            if isinstance(error, psycopg.OperationalError) and lost_connection(error):
+                self.source.reset()
+            self.book.retry_later(j for j, _ in due)
+            return
+        alive = {row[0] for row in rows if row[1]}
+        for job, _ in due:
+            if job.id in alive:
+                self.book.renewed(job, sent_at)
+            elif not job.acknowledged:
+                job._mark_lease_lost()
+                logger.warning("job %d of queue %r lost its lease (reaped or cancelled)", job.id, job.queue)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+
+# --- the consumer ----------------------------------------------------------
+
+class Consumer:
+    """A worker's session with jobq for a set of queues.
+
+    ``claim()`` opens (or reopens) the LISTEN connection first and then claims,
+    so after any reconnection the worker catches up at once instead of
+    trusting that a notification will come. When the database is
+    unreachable it backs off (exponentially, interruptibly) and returns None.
+    ``wait()`` sleeps until a NOTIFY for one of its queues, the next
+    scheduled job, the poll interval, the next opportunistic reap, or a
+    wake-up, whichever comes first. Finished jobs are acknowledged in
+    batches (complete_many, and one statement each for failures and
+    releases) by ``flush()``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        queues: Sequence[str],
+        *,
+        lease: timedelta | None,
+        poll_interval: float,
+        use_listen: bool,
+        worker_name: str,
+        reap_interval: float | None,
+        wakeup: Wakeup,
+        work: ConnectionSource,
+        heartbeat: ConnectionSource,
+    ) -> None:
+        self.dsn = dsn
+        self.queues = list(queues)
+        self._queue_set = set(self.queues)
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self.use_listen = use_listen
+        self.worker_name = worker_name
+        self.wakeup = wakeup
+        self.work = work
+        self._heartbeat_source = heartbeat
+        self.heartbeats = Heartbeater(heartbeat)
+        self.acks = Acks()
+        self._backoff = Backoff()
+        self._reaps = Every(reap_interval)
+        self._listen: Connection | None = None
+
+    # Acknowledger: what `with job:` calls for jobs of this consumer.
+    def complete_later(self, job: JobRecord) -> None:
+        self.acks.complete_later(job)
+
+    def fail_later(self, job: JobRecord, error: str) -> None:
+        self.acks.fail_later(job, error)
+
+    def release_later(self, job: JobRecord) -> None:
+        self.acks.release_later(job)
+
+    # --- connections
+    def _ensure_listening(self) -> None:
+        if not self.use_listen or not is_broken(self._listen):
+            return
+        self._close_listen()
+        conn = connect(self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
+        try:
+            conn.execute(q.LISTEN)
+        except BaseException:
+            conn.close()
+            raise
+        self._listen = conn
+
+    def _close_listen(self) -> None:
+        if self._listen is not None:
+            self._listen.close()
+            self._listen = None
+
+    def _reset_if_lost(self, error: psycopg.Error) -> None:
+        if lost_connection(error):
+            self.work.reset()
+
+    def _connection_lost(self, error: psycopg.Error) -> None:
+        """Drop the connections if they are gone and sleep a backoff delay
+        (interruptibly) before the next attempt."""
+        delay = self._backoff.next_delay()
+        if lost_connection(error):
+            logger.warning("database connection lost (%s); reconnecting in %.1f s",
+                           str(error).strip() or type(error).__name__, delay)
+            self.work.reset()
+            self._close_listen()
+        else:
+            logger.warning("claim failed (%s); trying again in %.1f s", str(error).strip(), delay)
+        self.wakeup.wait(delay)
+
+    # --- work
+    def claim(self, n: int) -> list[Job] | None:
+        """Up to ``n`` jobs; None when the database was unreachable (after a backoff)."""
+        if n <= 0:
+            return []
+        query, params = q.claim_query(self.queues, n, self.worker_name, self.lease)
+        try:
+            self._ensure_listening()
+            sent_at = time.monotonic()
+            with self.work.connection() as conn, translate_errors():
+                rows = dicts(conn, query, params)
+        except psycopg.OperationalError as error:
+            self._connection_lost(error)
+            return None
+        if self._backoff.failures:
+            logger.info("reconnected to the database")
+        self._backoff.reset()
+        jobs = [Job._claimed(q.split_claimed_row(row), self.work.connection, self) for row in rows]
+        self.heartbeats.add(jobs, sent_at)
+        return jobs
+
+    def maybe_reap(self) -> None:
+        """Call jobq.reap() when the reap interval has passed, so that jobs of
+        dead workers come back even without pg_cron."""
+        if not self._reaps.due():
+            return
+        self._reaps.restart()
+        try:
+            with self.work.connection() as conn, translate_errors():
+                reaped = int(scalar(conn, q.REAP, (REAP_BATCH,)))
+        except psycopg.Error as error:
+            logger.warning("jobq.reap() failed: %s", error)
+            self._reset_if_lost(error)  # the next claim reconnects
+            return
+        if reaped:
+            logger.info("reaped %d job(s) whose lease had expired", reaped)
+
+    def flush(self) -> bool:
+        """Send the pending acknowledgements; False if the database was unreachable
+        (they stay pending)."""
+        batch = self.acks.take()
+        if not batch:
+            return True
+        sent = AckBatch()
+        try:
+            with self.work.connection() as conn, translate_errors():
+                for part in chunks(batch.completes):
+                    jobs = [batch.completes[i] for i in part]
+                    done = int(scalar(conn, q.COMPLETE_MANY, batch.complete_args(jobs)))
+                    sent.completes.extend(jobs)
+                    if done < len(jobs):
+                        logger.warning("%d of %d finished job(s) had lost their lease: not completed",
+                                       len(jobs) - done, len(jobs))
+                for part in chunks(batch.fails):
+                    fails = [batch.fails[i] for i in part]
+                    rows = tuples(conn, q.FAIL_MANY, batch.fail_args(fails))
+                    sent.fails.extend(fails)
+                    self._log_lost("failed", [r[0] for r in rows if not r[1]])
+                for part in chunks(batch.releases):
+                    jobs = [batch.releases[i] for i in part]
+                    rows = tuples(conn, q.RELEASE_MANY, batch.complete_args(jobs))
+                    sent.releases.extend(jobs)
+                    self._log_lost("released", [r[0] for r in rows if not r[1]])
+        except psycopg.OperationalError as error:
+            logger.warning("could not acknowledge %d job(s) yet: %s", self.acks.pending(), error)
+            self.acks.put_back(AckBatch(  # what was not sent yet, in order
+                batch.completes[len(sent.completes):],
+                batch.fails[len(sent.fails):],
+                batch.releases[len(sent.releases):],
+            ))
+            sent.mark_settled()
+            self._reset_if_lost(error)
+            return False
+        sent.mark_settled()
+        return True
+
+    @staticmethod
+    def _log_lost(what: str, ids: list[int]) -> None:
+        if ids:
+            logger.warning("job(s) %s had lost their lease: not %s", ids, what)
+
+    def flush_if_due(self) -> None:
+        if self.acks.seconds_until_due() <= 0:
+            self.flush()
+
+    # --- waiting
+    def _next_run_in(self) -> float | None:
+        try:
+            with self.work.connection() as conn, translate_errors():
+                value = scalar(conn, q.NEXT_RUN_IN, (self.queues,))
+        except psycopg.OperationalError as error:
+            self._reset_if_lost(error)
+            return 0.0  # look again at once: the claim will reconnect or back off
+        return None if value is None else max(0.0, float(value))
+
+    def _drain_notifications(self) -> bool:
+        """Read what the LISTEN connection received; True if one of our queues got jobs
+        (or the connection broke: then the next claim reconnects and catches up)."""
+        if self._listen is None:
+            return False
+        try:
+            notes = list(self._listen.notifies(timeout=0))
+        except psycopg.OperationalError as error:
+            logger.warning("LISTEN connection lost: %s", str(error).strip())
+            self._close_listen()
+            return True
+        return any(note.payload in self._queue_set for note in notes)
+
+    def wait(self, *, for_work: bool = True) -> None:
+        """Sleep until there may be work, or until something else is due.
+
+        ``for_work=False`` (the worker is at capacity) waits only for a
+        wake-up, a reap or an acknowledgement flush; notifications are
+        drained and ignored (the worker claims anyway once it has room).
+        """
+        timeout = min(self._reaps.seconds_left(), self.acks.seconds_until_due())
+        if for_work:
+            timeout = min(timeout, self.poll_interval)
+            next_in = self._next_run_in()
+            if next_in is not None:
+                timeout = min(timeout, next_in)
+        deadline = time.monotonic() + timeout
+        while not self.wakeup.stopped:
+            if self._drain_notifications() and for_work:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            fds = [] if self._listen is None else [self._listen.fileno()]
+            if not self.wakeup.wait(remaining, fds):
+                return
+
+    def close(self) -> None:
+        """Acknowledge what is pending (one more try after a failure), stop the
+        heartbeats and close the connections."""
+        try:
+            if not self.flush() and not self.flush():
+                logger.warning("%d acknowledgement(s) could not be sent: those jobs will run "
+                               "again once their lease expires", self.acks.pending())
+        finally:
+            self.heartbeats.close()
+            self._close_listen()
+            self.work.close()
+            if self._heartbeat_source is not self.work:
+                self._heartbeat_source.close()
+
+
+def run_job(job: Job, handler: Callable[[Job], object]) -> None:
+    """Run a handler as a unit of work (``with job``): complete on return, fail
+    with the traceback on an exception."""
+    with job:
+        handler(job)

@@ -1,0 +1,246 @@
+"""Producer, worker and operator calls on the caller's own connection.
+
+Every function runs one statement on the connection it is given and never
+commits: on a connection that is not in autocommit mode the effect belongs
+to the caller's transaction (an enqueued job exists iff that transaction
+commits; a claim's lease takes hold when it commits). jobq's errors surface
+as the typed exceptions of :mod:`pyqueue.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from pyqueue import _queries as q
+from pyqueue._db import dicts, scalar, tuples
+from pyqueue.defaults import REAP_BATCH
+from pyqueue.errors import translate_errors
+from pyqueue.job import Job
+
+Connection = psycopg.Connection[Any]
+
+__all__ = [
+    "QueueStats",
+    "cancel",
+    "claim",
+    "complete",
+    "complete_many",
+    "configure_queue",
+    "enqueue",
+    "enqueue_many",
+    "fail",
+    "heartbeat",
+    "pause",
+    "reap",
+    "release",
+    "resume",
+    "retry",
+    "retry_dead",
+    "snooze",
+    "stats",
+]
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """One row of ``jobq.stats``."""
+
+    queue: str
+    ready: int
+    scheduled: int
+    running: int
+    dead: int
+    oldest_ready_age: timedelta
+
+
+def enqueue(
+    conn: Connection,
+    queue: str,
+    payload: Mapping[str, Any],
+    *,
+    delay: timedelta | float | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    key: str | None = None,
+    group_key: str | None = None,
+) -> int:
+    """Add a job and return its id.
+
+    ``delay`` (a timedelta or seconds, added to the database's now()) and
+    ``run_at`` (timezone-aware) exclude each other; without either the job
+    is ready at once. Lower ``priority`` runs first. With ``key``, an active
+    job of the queue holding the same key is not duplicated: its id is
+    returned instead. Jobs sharing a ``group_key`` (jobq 0.2) run one at a
+    time, in enqueue order.
+    """
+    query, params = q.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
+                                    max_attempts=max_attempts, key=key, group_key=group_key)
+    with translate_errors():
+        return int(scalar(conn, query, params))
+
+
+def enqueue_many(
+    conn: Connection,
+    queue: str,
+    payloads: Sequence[Mapping[str, Any]],
+    *,
+    delay: timedelta | float | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    keys: Sequence[str | None] | None = None,
+    group_key: str | None = None,
+) -> list[int]:
+    """Add one job per payload in one statement; their ids in payload order.
+
+    ``keys`` gives one key (or None) per payload, as ``key`` does for
+    :func:`enqueue`; with ``group_key`` the jobs join that serial group in
+    payload order.
+    """
+    query, params = q.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
+                                         max_attempts=max_attempts, keys=keys, group_key=group_key)
+    with translate_errors():
+        return [int(row[0]) for row in tuples(conn, query, params)]
+
+
+def claim(
+    conn: Connection,
+    queue: str | Sequence[str],
+    n: int = 1,
+    *,
+    worker: str | None = None,
+    lease: timedelta | None = None,
+) -> list[Job]:
+    """Lease up to ``n`` ready jobs of one queue or several, most urgent first.
+
+    ``worker`` (default ``host:pid``) is recorded on the jobs; ``lease``
+    defaults to the queue's setting. The jobs' methods use ``conn``.
+    """
+    query, params = q.claim_query(queue, n, worker, lease)
+    with translate_errors():
+        rows = dicts(conn, query, params)
+    return [Job._claimed(q.split_claimed_row(row), lambda: nullcontext(conn)) for row in rows]
+
+
+def complete(conn: Connection, job_id: int, lease_token: UUID) -> bool:
+    """Acknowledge success; False when the lease was lost or the id is unknown."""
+    with translate_errors():
+        return bool(scalar(conn, q.COMPLETE, (job_id, lease_token)))
+
+
+def complete_many(conn: Connection, jobs: Sequence[Job]) -> int:
+    """Acknowledge many jobs in one statement; how many still held their lease."""
+    if not jobs:
+        return 0
+    ids, tokens = q.ids_and_tokens([(job.id, job.lease_token) for job in jobs])
+    with translate_errors():
+        done = int(scalar(conn, q.COMPLETE_MANY, (ids, tokens)))
+    for job in jobs:
+        job._mark_acknowledged()
+    return done
+
+
+def fail(
+    conn: Connection, job_id: int, lease_token: UUID, error: str, *, retry_at: datetime | None = None
+) -> bool:
+    """Record a failed attempt (retry after backoff or at ``retry_at``, or dead
+    letter when out of attempts); False when the lease was lost."""
+    retry = q.schedule_params(None, retry_at)["run_at"]
+    with translate_errors():
+        return bool(scalar(conn, q.FAIL, (job_id, error, lease_token, retry)))
+
+
+def heartbeat(
+    conn: Connection, job_id: int, lease_token: UUID, extend: timedelta | None = None
+) -> bool:
+    """Extend a lease to now + ``extend`` (default: the queue's lease); False when lost."""
+    with translate_errors():
+        return bool(scalar(conn, q.HEARTBEAT, (job_id, lease_token, extend)))
+
+
+def release(conn: Connection, job_id: int, lease_token: UUID) -> bool:
+    """Give a claimed, unstarted job back without spending an attempt."""
+    with translate_errors():
+        return bool(scalar(conn, q.RELEASE, (job_id, lease_token)))
+
+
+def snooze(
+    conn: Connection,
+    job_id: int,
+    lease_token: UUID,
+    delay: timedelta | float | None = None,
+    *,
+    run_at: datetime | None = None,
+) -> bool:
+    """Put a held job back until now + ``delay`` (or ``run_at``) without spending
+    an attempt (jobq 0.2); False when the lease was lost."""
+    params = q.snooze_params(job_id, lease_token, delay, run_at)
+    with translate_errors():
+        return bool(scalar(conn, q.SNOOZE, params))
+
+
+def retry(conn: Connection, job_id: int) -> bool:
+    """Run a dead, cancelled or waiting job again now; False for running,
+    completed or unknown jobs."""
+    with translate_errors():
+        return bool(scalar(conn, q.RETRY, (job_id,)))
+
+
+def retry_dead(conn: Connection, queue: str) -> int:
+    """Bring back every dead job of a queue with fresh attempts; how many."""
+    with translate_errors():
+        return int(scalar(conn, q.RETRY_DEAD, (queue,)))
+
+
+def cancel(conn: Connection, job_id: int) -> bool:
+    """Cancel a live job (its holder loses the lease); False for finished or unknown ids."""
+    with translate_errors():
+        return bool(scalar(conn, q.CANCEL, (job_id,)))
+
+
+def pause(conn: Connection, queue: str) -> bool:
+    """Stop claims from a queue (jobq 0.2); True when it was not paused before."""
+    with translate_errors():
+        return bool(scalar(conn, q.PAUSE, (queue,)))
+
+
+def resume(conn: Connection, queue: str) -> bool:
+    """Let workers claim from a paused queue again, and wake them (jobq 0.2)."""
+    with translate_errors():
+        return bool(scalar(conn, q.RESUME, (queue,)))
+
+
+def reap(conn: Connection, n: int = REAP_BATCH) -> int:
+    """Return up to ``n`` jobs whose lease expired to their queue (or to dead
+    letter when out of attempts); how many."""
+    with translate_errors():
+        return int(scalar(conn, q.REAP, (n,)))
+
+
+def stats(conn: Connection) -> list[QueueStats]:
+    """``jobq.stats``, one entry per queue, by queue name."""
+    with translate_errors():
+        rows = dicts(conn, q.STATS)
+    return [QueueStats(**row) for row in rows]
+
+
+def configure_queue(conn: Connection, queue: str, **settings: Any) -> dict[str, Any]:
+    """Set some of a queue's settings and return all its effective settings.
+
+    Settings: max_attempts, backoff_base, backoff_cap, backoff_jitter, lease,
+    retention, dead_retention, max_payload_bytes, and since jobq 0.2
+    concurrency, rate_limit, rate_interval; durations as timedelta or
+    seconds. Omitted settings stay as they are.
+    """
+    query, params = q.configure_query(queue, settings)
+    with translate_errors():
+        rows = dicts(conn, query, params)
+    return rows[0]

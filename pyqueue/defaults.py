@@ -1,0 +1,21 @@
+"""Module-level defaults of the pyqueue workers, each with its unit."""
+
+from __future__ import annotations
+
+BATCH_SIZE = 10  # jobs claimed per round trip
+CONCURRENCY = 4  # handler threads (or tasks) per Worker
+POLL_INTERVAL = 5.0  # seconds an idle worker waits when no NOTIFY arrives
+REAP_INTERVAL = 30.0  # seconds between a worker's opportunistic jobq.reap() calls
+REAP_BATCH = 10000  # jobs one jobq.reap() call may return to the queue
+HEARTBEAT_FRACTION = 1 / 3  # of a job's lease: heartbeat a held job this often
+RECONNECT_DELAY_MIN = 0.5  # seconds before the first reconnection attempt
+RECONNECT_DELAY_MAX = 30.0  # seconds: cap of the exponential reconnection backoff
+CONNECT_TIMEOUT = 10  # seconds libpq may spend opening one connection
+STOP_CHECK_INTERVAL = 0.5  # seconds between checks of a caller-supplied stop event
+ACK_FLUSH_INTERVAL = 1.0  # seconds a finished job may wait to be acknowledged in a batch
+MAX_ERROR_CHARS = 10000  # characters of an error text jobq.fail() keeps
+
+CHANNEL = "jobq"  # the NOTIFY channel; the payload is a queue name
+LISTEN_APPLICATION_NAME = "pyqueue-listen"  # application_name of a worker's LISTEN connection
+WORKER_APPLICATION_NAME = "pyqueue-worker"  # ... of its claim / acknowledge connections
+HEARTBEAT_APPLICATION_NAME = "pyqueue-heartbeat"  # ... of its heartbeat connection

@@ -1,0 +1,229 @@
+"""Typed exceptions for jobq's own SQLSTATEs (class ``JQ``).
+
+Every pyqueue function that talks to the database runs inside
+:func:`translate_errors`, so a jobq error surfaces as the subclass of
+:class:`JobqError` named for its SQLSTATE, raised from the original
+``psycopg.Error``. Other database errors pass through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import ClassVar
+
+import psycopg
+from psycopg.errors import Diagnostic
+
+__all__ = [
+    "ERRORS_BY_SQLSTATE",
+    "InvalidBatchSize",
+    "InvalidInterval",
+    "InvalidJobKey",
+    "InvalidMaxAttempts",
+    "InvalidPayload",
+    "InvalidPeriodicName",
+    "InvalidPriority",
+    "InvalidQueueName",
+    "InvalidSetting",
+    "InvalidTime",
+    "InvalidWorkerName",
+    "JobKeyConflict",
+    "JobqError",
+    "MissingLease",
+    "NotReadCommitted",
+    "PayloadTooLarge",
+    "PgCronMissing",
+    "error_from_psycopg",
+    "translate_errors",
+]
+
+
+class JobqError(Exception):
+    """An error raised by jobq in the database.
+
+    ``sqlstate`` is the ``JQ…`` code, ``message`` the server's primary
+    message (it names the offending argument), ``hint`` how to fix it,
+    ``diag`` the full psycopg diagnostic when the error came from the server.
+    """
+
+    SQLSTATE: ClassVar[str] = "JQ000"  # subclasses name their own
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        sqlstate: str | None = None,
+        hint: str | None = None,
+        detail: str | None = None,
+        diag: Diagnostic | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.sqlstate: str = sqlstate if sqlstate is not None else self.SQLSTATE
+        self.hint: str | None = hint
+        self.detail: str | None = detail
+        self.diag: Diagnostic | None = diag
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.detail:
+            text += f"\nDETAIL: {self.detail}"
+        if self.hint:
+            text += f"\nHINT: {self.hint}"
+        return text
+
+
+class InvalidQueueName(JobqError):
+    """JQ001: a queue name is NULL, empty, too long or badly spelled."""
+
+    SQLSTATE = "JQ001"
+
+
+class InvalidPayload(JobqError):
+    """JQ002: a payload is NULL or not a JSON object."""
+
+    SQLSTATE = "JQ002"
+
+
+class PayloadTooLarge(JobqError):
+    """JQ003: a payload is over its queue's max_payload_bytes."""
+
+    SQLSTATE = "JQ003"
+
+
+class InvalidPriority(JobqError):
+    """JQ004: a priority is outside -32768..32767."""
+
+    SQLSTATE = "JQ004"
+
+
+class InvalidMaxAttempts(JobqError):
+    """JQ005: max_attempts is outside 1..1000."""
+
+    SQLSTATE = "JQ005"
+
+
+class InvalidTime(JobqError):
+    """JQ006: a time (run_at, retry_at) is NULL, infinite or absurdly far."""
+
+    SQLSTATE = "JQ006"
+
+
+class InvalidBatchSize(JobqError):
+    """JQ007: a batch size (n) is NULL, negative or over its cap."""
+
+    SQLSTATE = "JQ007"
+
+
+class InvalidInterval(JobqError):
+    """JQ008: a lease or heartbeat interval is out of range."""
+
+    SQLSTATE = "JQ008"
+
+
+class InvalidJobKey(JobqError):
+    """JQ009: a job key is empty, too long, or keys and payloads differ in number."""
+
+    SQLSTATE = "JQ009"
+
+
+class MissingLease(JobqError):
+    """JQ010: a job id or its lease token is missing."""
+
+    SQLSTATE = "JQ010"
+
+
+class InvalidWorkerName(JobqError):
+    """JQ011: a worker name is too long."""
+
+    SQLSTATE = "JQ011"
+
+
+class InvalidSetting(JobqError):
+    """JQ012: a queue setting (or maintenance schedule) is out of range."""
+
+    SQLSTATE = "JQ012"
+
+
+class JobKeyConflict(JobqError):
+    """JQ013: a job cannot come back because an active job holds its job_key."""
+
+    SQLSTATE = "JQ013"
+
+
+class PgCronMissing(JobqError):
+    """JQ014: pg_cron is not installed in this database."""
+
+    SQLSTATE = "JQ014"
+
+
+class NotReadCommitted(JobqError):
+    """JQ015: a claim ran in a transaction that is not READ COMMITTED (jobq 0.2)."""
+
+    SQLSTATE = "JQ015"
+
+
+class InvalidPeriodicName(JobqError):
+    """JQ016: a periodic job name is invalid or unknown (jobq 0.2)."""
+
+    SQLSTATE = "JQ016"
+
+
+ERRORS_BY_SQLSTATE: dict[str, type[JobqError]] = {
+    cls.SQLSTATE: cls
+    for cls in (
+        InvalidQueueName,
+        InvalidPayload,
+        PayloadTooLarge,
+        InvalidPriority,
+        InvalidMaxAttempts,
+        InvalidTime,
+        InvalidBatchSize,
+        InvalidInterval,
+        InvalidJobKey,
+        MissingLease,
+        InvalidWorkerName,
+        InvalidSetting,
+        JobKeyConflict,
+        PgCronMissing,
+        NotReadCommitted,
+        InvalidPeriodicName,
+    )
+}
+
+
+def error_from_psycopg(error: psycopg.Error) -> JobqError | None:
+    """The typed jobq exception for a psycopg error, or None when it is not jobq's.
+
+    A ``JQ`` code without a class of its own (JQ000, an upgrade script applied
+    to the wrong version, or a code from a newer jobq) becomes a plain
+    :class:`JobqError` that still carries its sqlstate.
+    """
+    sqlstate = error.sqlstate
+    if sqlstate is None or not sqlstate.startswith("JQ"):
+        return None
+    cls = ERRORS_BY_SQLSTATE.get(sqlstate, JobqError)
+    diag = error.diag
+    return cls(
+        diag.message_primary or str(error),
+        sqlstate=sqlstate,
+        hint=diag.message_hint,
+        detail=diag.message_detail,
+        diag=diag,
+    )
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn a jobq ``psycopg.Error`` raised in the block into its typed exception.
+
+    Usable around awaits too: it only inspects the exception that leaves the block.
+    """
+    try:
+        yield
+    except psycopg.Error as error:
+        translated = error_from_psycopg(error)
+        if translated is None:
+            raise
+        raise translated from error

@@ -1,0 +1,304 @@
+"""The claimed job: its row from ``jobq.claim()`` and how to acknowledge it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Protocol
+from uuid import UUID
+
+import psycopg
+
+from pyqueue import _queries as q
+from pyqueue._db import ascalar, scalar
+from pyqueue.errors import translate_errors
+
+logger = logging.getLogger(__name__)
+
+ConnectionSource = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+AsyncConnectionSource = Callable[[], AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]]
+
+
+@dataclass
+class JobRecord:
+    """The columns of a claimed job (the ``jobq.job`` type).
+
+    ``lease_token`` fences the lease: acknowledgements made with a token the
+    database no longer holds (the lease expired and the job was reaped or
+    claimed again) change nothing and report False.
+    """
+
+    id: int
+    queue: str
+    payload: dict[str, Any]
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    lease_token: UUID
+    lease_expires_at: datetime
+    worker: str | None
+    job_key: str | None
+    last_error: str | None
+    group_key: str | None = None  # jobq 0.2: the serial group the job belongs to
+
+    def __post_init__(self) -> None:
+        # Private state, not dataclass fields: left out of asdict(), ==, repr().
+        self._acknowledged = False  # completed, failed, released or snoozed through this object
+        self._settled = False  # ... and that acknowledgement reached the database
+        self._lease_lost = False
+        self._lease_seconds: float | None = None
+
+    def _mark_acknowledged(self, *, sent: bool = True) -> None:
+        """Acknowledged; ``sent=False`` while it waits in a worker's batch."""
+        self._acknowledged = True
+        if sent:
+            self._settled = True
+
+    def _mark_settled(self) -> None:
+        self._settled = True
+
+    def _mark_lease_lost(self) -> None:
+        self._lease_lost = True
+
+    @property
+    def acknowledged(self) -> bool:
+        """True once this object completed, failed or released the job."""
+        return self._acknowledged
+
+    @property
+    def lease_lost(self) -> bool:
+        """True when a worker's heartbeat found the lease gone (reaped or cancelled)."""
+        return self._lease_lost
+
+    @property
+    def lease_seconds(self) -> float | None:
+        """Seconds the lease had left right after the claim (on the database
+        clock): what the worker's heartbeats extend it by."""
+        return self._lease_seconds
+
+
+class Acknowledger(Protocol):
+    """Who batches the acknowledgements of a worker's jobs (private)."""
+
+    def complete_later(self, job: JobRecord) -> None: ...
+
+    def fail_later(self, job: JobRecord, error: str) -> None: ...
+
+
+@dataclass
+class Job(JobRecord):
+    """A job claimed on a sync connection.
+
+    ``complete()``, ``fail()``, ``heartbeat()``, ``release()`` and ``snooze()`` run at once
+    on the connection the job was claimed through (inside that connection's
+    transaction, if one is open) and return False when the lease was lost.
+
+    ``with job:`` is the unit-of-work form: leaving the block normally
+    completes the job; an ``Exception`` fails it with the full traceback and
+    is logged and swallowed, so a loop over jobs goes on with the next one;
+    other exceptions (KeyboardInterrupt, SystemExit) fail it and propagate.
+    Jobs from a worker (``pyqueue.listen``) complete in batches.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._connect: ConnectionSource | None = None
+        self._acker: Acknowledger | None = None
+
+    @classmethod
+    def _claimed(
+        cls,
+        row: q.ClaimedRow,
+        connect: ConnectionSource,
+        acker: Acknowledger | None = None,
+    ) -> Job:
+        job = cls(**row.fields)
+        job._lease_seconds = row.lease_seconds
+        job._connect = connect
+        job._acker = acker
+        return job
+
+    def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        if self._connect is None:
+            raise RuntimeError(f"job {self.id} has no connection: it was not claimed through pyqueue")
+        return self._connect()
+
+    def complete(self) -> bool:
+        """Acknowledge success; False when the lease was lost (nothing changes)."""
+        with self._connection() as conn, translate_errors():
+            done = scalar(conn, q.COMPLETE, (self.id, self.lease_token))
+        self._mark_acknowledged()
+        return bool(done)
+
+    def fail(self, error: str, *, retry_at: datetime | None = None) -> bool:
+        """Record a failed attempt: retry after backoff (or at ``retry_at``), or
+        dead-letter when out of attempts. False when the lease was lost."""
+        retry = q.schedule_params(None, retry_at)["run_at"]
+        with self._connection() as conn, translate_errors():
+            done = scalar(conn, q.FAIL, (self.id, error, self.lease_token, retry))
+        self._mark_acknowledged()
+        return bool(done)
+
+    def heartbeat(self, extend: timedelta | None = None) -> bool:
+        """Extend the lease to now + ``extend`` (default: the queue's lease);
+        False when the lease was lost."""
+        with self._connection() as conn, translate_errors():
+            alive = scalar(conn, q.HEARTBEAT, (self.id, self.lease_token, extend))
+        if not alive:
+            self._lease_lost = True
+        return bool(alive)
+
+    def release(self) -> bool:
+        """Give the job back unstarted: ready again, no attempt spent."""
+        with self._connection() as conn, translate_errors():
+            done = scalar(conn, q.RELEASE, (self.id, self.lease_token))
+        self._mark_acknowledged()
+        return bool(done)
+
+    def snooze(self, delay: timedelta | float | None = None, *, run_at: datetime | None = None) -> bool:
+        """Put the job back until now + ``delay`` (or ``run_at``) without spending
+        an attempt: not a failure, "not yet" (jobq 0.2). False when the lease was lost."""
+        params = q.snooze_params(self.id, self.lease_token, delay, run_at)
+        with self._connection() as conn, translate_errors():
+            done = scalar(conn, q.SNOOZE, params)
+        self._mark_acknowledged()
+        return bool(done)
+
+    def __enter__(self) -> Job:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if exc is None:
+            if not self._acknowledged:
+                if self._acker is not None:
+                    self._acker.complete_later(self)
+                else:
+                    self.complete()
+            return False
+        if not self._acknowledged:
+            error = q.format_error(exc)
+            if self._acker is not None:
+                self._acker.fail_later(self, error)
+            else:
+                self.fail(error)
+        if isinstance(exc, Exception):
+            _log_failure(self, exc)
+            return True
+        return False
+
+
+def _log_failure(job: JobRecord, exc: BaseException) -> None:
+    logger.error("job %d of queue %r failed (attempt %d of %d)", job.id, job.queue,
+                 job.attempts, job.max_attempts, exc_info=exc)
+
+
+@dataclass
+class AsyncJob(JobRecord):
+    """A job claimed on an asyncio connection: the twin of :class:`Job`, with
+    awaitable ``complete()``, ``fail()``, ``heartbeat()`` and ``release()``,
+    and ``async with job:`` as the unit of work (same rules as ``with job:``).
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._connect: AsyncConnectionSource | None = None
+        self._acker: Acknowledger | None = None
+
+    @classmethod
+    def _claimed(
+        cls,
+        row: q.ClaimedRow,
+        connect: AsyncConnectionSource,
+        acker: Acknowledger | None = None,
+    ) -> AsyncJob:
+        job = cls(**row.fields)
+        job._lease_seconds = row.lease_seconds
+        job._connect = connect
+        job._acker = acker
+        return job
+
+    def _connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
+        if self._connect is None:
+            raise RuntimeError(f"job {self.id} has no connection: it was not claimed through pyqueue")
+        return self._connect()
+
+    async def complete(self) -> bool:
+        """Acknowledge success; False when the lease was lost (nothing changes)."""
+        async with self._connection() as conn:
+            with translate_errors():
+                done = await ascalar(conn, q.COMPLETE, (self.id, self.lease_token))
+        self._mark_acknowledged()
+        return bool(done)
+
+    async def fail(self, error: str, *, retry_at: datetime | None = None) -> bool:
+        """Record a failed attempt (see :meth:`Job.fail`)."""
+        retry = q.schedule_params(None, retry_at)["run_at"]
+        async with self._connection() as conn:
+            with translate_errors():
+                done = await ascalar(conn, q.FAIL, (self.id, error, self.lease_token, retry))
+        self._mark_acknowledged()
+        return bool(done)
+
+    async def heartbeat(self, extend: timedelta | None = None) -> bool:
+        """Extend the lease (see :meth:`Job.heartbeat`)."""
+        async with self._connection() as conn:
+            with translate_errors():
+                alive = await ascalar(conn, q.HEARTBEAT, (self.id, self.lease_token, extend))
+        if not alive:
+            self._lease_lost = True
+        return bool(alive)
+
+    async def release(self) -> bool:
+        """Give the job back unstarted: ready again, no attempt spent."""
+        async with self._connection() as conn:
+            with translate_errors():
+                done = await ascalar(conn, q.RELEASE, (self.id, self.lease_token))
+        self._mark_acknowledged()
+        return bool(done)
+
+    async def snooze(self, delay: timedelta | float | None = None, *, run_at: datetime | None = None) -> bool:
+        """Put the job back for later without spending an attempt (see :meth:`Job.snooze`)."""
+        params = q.snooze_params(self.id, self.lease_token, delay, run_at)
+        async with self._connection() as conn:
+            with translate_errors():
+                done = await ascalar(conn, q.SNOOZE, params)
+        self._mark_acknowledged()
+        return bool(done)
+
+    async def __aenter__(self) -> AsyncJob:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if exc is None:
+            if not self._acknowledged:
+                if self._acker is not None:
+                    self._acker.complete_later(self)
+                else:
+                    await self.complete()
+            return False
+        if not self._acknowledged:
+            error = q.format_error(exc)
+            if self._acker is not None:
+                self._acker.fail_later(self, error)
+            else:
+                await self.fail(error)
+        if isinstance(exc, Exception):
+            _log_failure(self, exc)
+            return True
+        return False

@@ -1,0 +1,127 @@
+"""A worker program for the multi-process tests:
+
+    python -m tests.worker_programs DSN [--mode listen|worker|aio-listen|aio-worker] [options]
+
+Its handler records every execution in the ``executions`` table (see
+tests/worker_support.py) with database timestamps. A payload may ask the
+handler to sleep (``{"sleep": seconds}``) or to block forever on its first
+attempt (``{"block_first": true}``), to be killed there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+import pyqueue
+from pyqueue import aio
+
+BLOCK = 3600.0  # seconds: "forever" for a job that waits to be killed
+
+_local = threading.local()
+
+
+def connection(dsn: str) -> psycopg.Connection[Any]:
+    """This thread's own autocommit connection for the recordings."""
+    conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        conn = _local.conn = psycopg.connect(dsn, autocommit=True, application_name="test-recorder")
+    return conn
+
+
+def make_handler(dsn: str) -> pyqueue.worker.Handler:
+    def handle(job: pyqueue.Job) -> None:
+        conn = connection(dsn)
+        row = conn.execute(
+            "INSERT INTO executions (job_id, pid, attempt, started) VALUES (%s, %s, %s, clock_timestamp()) "
+            "RETURNING id", (job.id, os.getpid(), job.attempts),
+        ).fetchone()
+        assert row is not None
+        pause = float(job.payload.get("sleep", 0))
+        if job.payload.get("block_first") and job.attempts == 1:
+            pause = BLOCK
+        if pause:
+            time.sleep(pause)
+        conn.execute("UPDATE executions SET finished = clock_timestamp() WHERE id = %s", (row[0],))
+
+    return handle
+
+
+class AsyncRecorder:
+    """The same handler for the asyncio workers, on one async connection."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn: psycopg.AsyncConnection[Any] | None = None
+
+    async def __call__(self, job: aio.AsyncJob) -> None:
+        if self.conn is None:
+            self.conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
+                                                              application_name="test-recorder")
+        cur = await self.conn.execute(
+            "INSERT INTO executions (job_id, pid, attempt, started) VALUES (%s, %s, %s, clock_timestamp()) "
+            "RETURNING id", (job.id, os.getpid(), job.attempts),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        pause = float(job.payload.get("sleep", 0))
+        if job.payload.get("block_first") and job.attempts == 1:
+            pause = BLOCK
+        if pause:
+            await asyncio.sleep(pause)
+        await self.conn.execute("UPDATE executions SET finished = clock_timestamp() WHERE id = %s", (row[0],))
+
+
+async def run_async(args: argparse.Namespace, lease: timedelta | None) -> None:
+    handler = AsyncRecorder(args.dsn)
+    if args.mode == "aio-listen":
+        await aio.listen(args.dsn, args.queue, handler, batch_size=args.batch_size, lease=lease,
+                         poll_interval=args.poll_interval, reap_interval=args.reap_interval)
+    else:
+        worker = aio.AsyncWorker(args.dsn, concurrency=args.concurrency, batch_size=args.batch_size,
+                                 lease=lease, poll_interval=args.poll_interval,
+                                 reap_interval=args.reap_interval)
+        worker.register(args.queue, handler)
+        await worker.run()
+    if handler.conn is not None:
+        await handler.conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dsn")
+    parser.add_argument("--mode", choices=["listen", "worker", "aio-listen", "aio-worker"], default="listen")
+    parser.add_argument("--queue", default="work")
+    parser.add_argument("--batch-size", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--lease", type=float, default=None, help="seconds")
+    parser.add_argument("--poll-interval", type=float, default=5.0)
+    parser.add_argument("--reap-interval", type=float, default=30.0)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {os.getpid()} %(name)s: %(message)s")
+    lease = None if args.lease is None else timedelta(seconds=args.lease)
+    handler = make_handler(args.dsn)
+    if args.mode.startswith("aio-"):
+        asyncio.run(run_async(args, lease))
+    elif args.mode == "listen":
+        pyqueue.listen(args.dsn, args.queue, handler, batch_size=args.batch_size, lease=lease,
+                       poll_interval=args.poll_interval, reap_interval=args.reap_interval)
+    else:
+        worker = pyqueue.Worker(args.dsn, concurrency=args.concurrency, batch_size=args.batch_size,
+                                lease=lease, poll_interval=args.poll_interval,
+                                reap_interval=args.reap_interval)
+        worker.register(args.queue, handler)
+        worker.run()
+    logging.getLogger("tests.worker_programs").info("worker exits normally")
+
+
+if __name__ == "__main__":
+    main()
