@@ -1,0 +1,413 @@
+"""The ``pyqueue`` command line (also ``python -m pyqueue``).
+
+Every subcommand is a ``Command`` listed in ``COMMANDS``; a new one is a
+module defining its ``Command`` plus one line here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import math
+import os
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from importlib import metadata
+from typing import Any
+
+import psycopg
+
+import pyqueue
+from pyqueue import defaults, demo, schema
+from pyqueue._command import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    Command,
+    CommandError,
+    add_dsn_option,
+    connect,
+    connect_dsn,
+    resolve_dsn,
+)
+from pyqueue._table import stats_table
+from pyqueue.errors import JobqError, translate_errors
+
+PROG = "pyqueue"
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+# --- argument types ------------------------------------------------------------
+
+def seconds(text: str, *, minimum: float = 0.0, inclusive: bool = True) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
+    if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+        bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds {bound}, got {text!r}")
+    return value
+
+
+def delay_seconds(text: str) -> float:
+    return seconds(text)
+
+
+def positive_seconds(text: str) -> float:
+    return seconds(text, inclusive=False)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parse_time(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
+    return moment if moment.tzinfo else moment.astimezone()
+
+
+# --- install / upgrade ------------------------------------------------------
+
+def configure_install(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", dest="target", metavar="X.Y.Z",
+                        help="install this version instead of the newest packaged one")
+
+
+def run_install(args: argparse.Namespace) -> int:
+    with connect(args) as conn:
+        change = schema.install(conn, args.target)
+    print(change.describe())
+    return EXIT_OK
+
+
+def configure_upgrade(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--to", dest="target", metavar="X.Y.Z",
+                        help="upgrade to this version instead of the newest packaged one")
+
+
+def run_upgrade(args: argparse.Namespace) -> int:
+    with connect(args) as conn:
+        change = schema.upgrade(conn, args.target)
+    print(change.describe())
+    return EXIT_OK
+
+
+# --- enqueue ------------------------------------------------------------------
+
+def configure_enqueue(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("queue", metavar="QUEUE", help="queue name, e.g. emails")
+    parser.add_argument("payload", metavar="PAYLOAD_JSON",
+                        help='the job\'s payload, a JSON object: \'{"to": "a@b.c"}\'')
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=delay_seconds, metavar="SECONDS",
+                      help="run no sooner than this many seconds from now")
+    when.add_argument("--run-at", type=parse_time, metavar="ISO",
+                      help="run no sooner than this time, e.g. 2030-01-31T09:00:00+00:00 "
+                      "(without an offset: local time)")
+    parser.add_argument("--priority", type=int, default=0, metavar="N",
+                        help="lower runs first (default 0, range -32768..32767)")
+    parser.add_argument("--max-attempts", type=int, metavar="N",
+                        help="attempts before the job is dead-lettered (default: the queue's setting)")
+    parser.add_argument("--key", metavar="K",
+                        help="unique job key: while a job with this key is active in the queue, "
+                        "enqueueing again returns its id and adds nothing")
+
+
+def run_enqueue(args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"PAYLOAD_JSON is not valid JSON: {exc}", exit_code=EXIT_REFUSED,
+                           hint='Quote it for the shell, e.g. \'{"n": 1}\'.') from exc
+    with connect(args) as conn:
+        job_id = pyqueue.enqueue(
+            conn, args.queue, payload,
+            delay=None if args.delay is None else timedelta(seconds=args.delay),
+            run_at=args.run_at, priority=args.priority, max_attempts=args.max_attempts, key=args.key,
+        )
+    print(job_id)
+    return EXIT_OK
+
+
+# --- worker ------------------------------------------------------------------
+
+WORKER_OPTIONS = ("concurrency", "batch_size", "lease", "poll_interval", "name")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_worker(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="MODULE:ATTR",
+                        help="a pyqueue.Worker instance (run as configured), or a handler function "
+                        "taking a pyqueue.Job, registered for every --queue")
+    parser.add_argument("--queue", "-q", dest="queues", action="append", default=[], metavar="Q",
+                        help="queue to work on (repeat for several); required with a handler function")
+    parser.add_argument("--concurrency", type=positive_int, metavar="N",
+                        help=f"jobs handled at once, one thread each (default {defaults.CONCURRENCY})")
+    parser.add_argument("--batch-size", type=positive_int, metavar="N",
+                        help=f"jobs claimed per round trip (default {defaults.BATCH_SIZE})")
+    parser.add_argument("--lease", type=positive_seconds, metavar="SECONDS",
+                        help="lease per claimed job (default: the queue's setting)")
+    parser.add_argument("--poll-interval", type=positive_seconds, metavar="SECONDS",
+                        help="how often to look for jobs when no notification comes "
+                        f"(default {defaults.POLL_INTERVAL:g})")
+    parser.add_argument("--no-listen", action="store_true",
+                        help="poll only, without LISTEN/NOTIFY (e.g. behind PgBouncer in transaction mode)")
+    parser.add_argument("--name", metavar="NAME",
+                        help="worker name recorded on claimed jobs (default host:pid)")
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS,
+                        help="what the worker logs on stderr: failed jobs with their traceback at ERROR, "
+                        "shutdown and reconnections at INFO/WARNING (default INFO)")
+
+
+def load_target(spec: str) -> object:
+    """The object named by MODULE:ATTR (ATTR may be dotted), importing
+    MODULE with the current directory on sys.path."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise CommandError(f"expected MODULE:ATTR, got {spec!r}", exit_code=EXIT_REFUSED,
+                           hint="For example: pyqueue worker myapp.tasks:send_email --queue emails")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        found: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CommandError(f"cannot import {module_name}: {exc}", exit_code=EXIT_REFUSED) from exc
+    for part in attr.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError as exc:
+            raise CommandError(f"{module_name} has no attribute {attr}", exit_code=EXIT_REFUSED) from exc
+    return found
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    target = load_target(args.target)
+    dsn, source = resolve_dsn(args)
+    options: dict[str, Any] = {name: getattr(args, name) for name in WORKER_OPTIONS
+                               if getattr(args, name) is not None}
+    if args.lease is not None:
+        options["lease"] = timedelta(seconds=args.lease)
+    if args.no_listen:
+        options["use_listen"] = False
+    if isinstance(target, pyqueue.Worker):
+        if args.queues or options or getattr(args, "dsn", None):
+            raise CommandError(
+                f"{args.target} is a configured Worker: --queue, --dsn and the worker options apply to "
+                "handler functions only", exit_code=EXIT_REFUSED,
+                hint="Set them where the Worker is created, or point at a handler function.")
+        worker, source = target, f"the Worker {args.target}"
+    elif callable(target):
+        if not args.queues:
+            raise CommandError(f"{args.target} is a handler function: name its queues with --queue",
+                               exit_code=EXIT_REFUSED)
+        worker = pyqueue.Worker(dsn, **options)
+        for queue in args.queues:
+            worker.register(queue, target)
+    else:
+        raise CommandError(f"{args.target} is neither a pyqueue.Worker nor callable", exit_code=EXIT_REFUSED)
+    with connect_dsn(worker.dsn, source) as conn:  # fail fast and clearly, before starting threads
+        if schema.installed_version(conn) is None:
+            raise CommandError("jobq is not installed in this database", exit_code=EXIT_REFUSED,
+                               hint="Run `pyqueue install` first.")
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
+    worker.run(handle_signals=True)
+    return EXIT_OK
+
+
+# --- stats -------------------------------------------------------------------
+
+def configure_stats(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON array (oldest_ready_age in seconds) instead of a table")
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    with connect(args) as conn:
+        stats = pyqueue.stats(conn)
+    if args.json:
+        print(json.dumps([
+            {"queue": s.queue, "ready": s.ready, "scheduled": s.scheduled, "running": s.running,
+             "dead": s.dead, "oldest_ready_age": s.oldest_ready_age.total_seconds()}
+            for s in stats
+        ], indent=2))
+    else:
+        print(stats_table(stats))
+    return EXIT_OK
+
+
+# --- retry / cancel -------------------------------------------------------------
+
+def configure_retry(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("id", nargs="?", type=int, metavar="ID", help="the job to run again")
+    which.add_argument("--dead", metavar="QUEUE", help="run every dead job of QUEUE again")
+
+
+def run_retry(args: argparse.Namespace) -> int:
+    with connect(args) as conn:
+        if args.dead is not None:
+            count = pyqueue.retry_dead(conn, args.dead)
+            print(f"{count} dead job{'s' if count != 1 else ''} of queue {args.dead} will run again")
+            return EXIT_OK
+        if pyqueue.retry(conn, args.id):
+            print(f"job {args.id} will run again")
+            return EXIT_OK
+    print(f"job {args.id} was not retried: it is running, completed or unknown", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def configure_cancel(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", type=int, metavar="ID", help="the job to cancel")
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    with connect(args) as conn:
+        cancelled = pyqueue.cancel(conn, args.id)
+    if cancelled:
+        print(f"job {args.id} cancelled")
+        return EXIT_OK
+    print(f"job {args.id} was not cancelled: it is finished or unknown", file=sys.stderr)
+    return EXIT_FAILED
+
+
+# --- version -------------------------------------------------------------------
+
+def configure_version(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--installed", action="store_true",
+                        help="also connect and show the jobq version installed in the database")
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("pyqueue")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def run_version(args: argparse.Namespace) -> int:
+    print(f"pyqueue {package_version()}")
+    print(f"jobq SQL {schema.packaged_version()} (packaged)")
+    if args.installed:
+        with connect(args) as conn:
+            found = schema.installed(conn)
+        if found is None:
+            print("jobq in database: not installed")
+        else:
+            print(f"jobq in database: {found.version}{' (extension)' if found.extension else ''}")
+    return EXIT_OK
+
+
+COMMANDS: list[Command] = [
+    Command("install", "install jobq into a database (or bring it to the packaged version)",
+            "Install the jobq schema with the SQL scripts shipped in pyqueue: no superuser and no server "
+            "files needed (managed Postgres). Applies the newest full install script up to the target "
+            "version, then the upgrade scripts, in one transaction. Already at the target: does nothing. "
+            "Installed but older: upgrades. Never downgrades.",
+            configure_install, run_install),
+    Command("upgrade", "upgrade an installed jobq",
+            "Apply the jobq upgrade scripts in order, in one transaction, up to the packaged version "
+            "(or --to). When jobq was installed with CREATE EXTENSION, runs ALTER EXTENSION jobq UPDATE "
+            "instead. Never downgrades.",
+            configure_upgrade, run_upgrade),
+    Command("enqueue", "add a job and print its id",
+            "Add one job to QUEUE and print its id. With --key, an active job holding the same key "
+            "is returned instead of adding a second one.",
+            configure_enqueue, run_enqueue),
+    Command("worker", "run a worker until SIGTERM or Ctrl-C",
+            "Run jobs with a handler: MODULE:ATTR names either a pyqueue.Worker instance, run as "
+            "configured, or a function taking a pyqueue.Job, registered for every --queue. A handler "
+            "that returns completes its job; one that raises fails it (retried with backoff, then "
+            "dead-lettered). SIGTERM or Ctrl-C stops claiming, finishes or releases held jobs and "
+            "exits 0.",
+            configure_worker, run_worker),
+    Command("stats", "show per-queue counts: ready, scheduled, running, dead",
+            "Show jobq.stats: per queue, jobs ready now, scheduled for later, running, dead "
+            "(out of attempts), and the age of the oldest ready job.",
+            configure_stats, run_stats),
+    Command("retry", "run a dead, cancelled or waiting job again (or every dead job of a queue)",
+            "Run a job again now: a dead or cancelled job gets a fresh attempt budget, a scheduled or "
+            "backing-off job runs now. --dead QUEUE brings back every dead job of QUEUE. "
+            "Exit 1 when the job is running, completed or unknown.",
+            configure_retry, run_retry),
+    Command("cancel", "cancel a ready, scheduled or running job",
+            "Cancel a live job; a worker holding it loses its lease. Exit 1 when the job is "
+            "already finished or unknown.",
+            configure_cancel, run_cancel),
+    demo.COMMAND,
+    Command("version", "show the pyqueue and jobq versions",
+            "Show the pyqueue package version and the jobq SQL version it ships; with --installed, "
+            "also the version installed in the database.",
+            configure_version, run_version),
+]
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="jobq, the job queue inside PostgreSQL: install it, enqueue jobs, run workers, "
+        "inspect queues. The database comes from --dsn, else $DATABASE_URL, else the libpq "
+        "PG* environment variables.",
+        epilog="Exit codes: 0 done; 1 failed (no connection, database error, nothing to act on); "
+        "2 refused (bad arguments, a jobq error, an impossible install or upgrade). "
+        f"`{PROG} COMMAND --help` explains each command.",
+    )
+    add_dsn_option(parser, top_level=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        sub = commands.add_parser(command.name, help=command.help, description=command.description)
+        if command.dsn_option:
+            add_dsn_option(sub)
+        command.configure(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def report(message: str, hint: str | None, detail: str | None = None) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    if detail:
+        print(f"detail: {detail}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+
+
+def report_failure(exc: Exception) -> int:
+    """Tell the user what went wrong; the exit code."""
+    if isinstance(exc, JobqError):
+        report(exc.message, exc.hint, exc.detail)
+        return EXIT_REFUSED
+    if isinstance(exc, schema.SchemaError | CommandError):
+        report(str(exc), exc.hint)
+        return exc.exit_code if isinstance(exc, CommandError) else EXIT_REFUSED
+    if isinstance(exc, psycopg.OperationalError):
+        report(f"database connection failed: {str(exc).strip()}", None)
+        return EXIT_FAILED
+    if isinstance(exc, psycopg.Error):
+        report(f"database error: {str(exc).strip()}", exc.diag.message_hint)
+        return EXIT_FAILED
+    raise exc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with translate_errors():
+            code: int = args.run(args)
+    except (JobqError, schema.SchemaError, CommandError, psycopg.Error) as exc:
+        return report_failure(exc)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return code
