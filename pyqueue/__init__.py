@@ -12,6 +12,7 @@ from __future__ import annotations
 from pyqueue import aio
 from pyqueue.client import (
     QueueStats,
+    Schedule,
     cancel,
     claim,
     complete,
@@ -19,6 +20,7 @@ from pyqueue.client import (
     configure_queue,
     enqueue,
     enqueue_many,
+    every,
     fail,
     heartbeat,
     pause,
@@ -27,8 +29,11 @@ from pyqueue.client import (
     resume,
     retry,
     retry_dead,
+    schedules,
     snooze,
     stats,
+    take,
+    unschedule,
 )
 from pyqueue.errors import (
     ERRORS_BY_SQLSTATE,
@@ -51,10 +56,10 @@ from pyqueue.errors import (
     PgCronMissing,
     translate_errors,
 )
-from pyqueue.job import Job, JobRecord
+from pyqueue.job import Job, JobRecord, TakenJob
 from pyqueue.worker import JobIterator, Worker, listen
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ERRORS_BY_SQLSTATE",
@@ -79,6 +84,8 @@ __all__ = [
     "PayloadTooLarge",
     "PgCronMissing",
     "QueueStats",
+    "Schedule",
+    "TakenJob",
     "Worker",
     "__version__",
     "aio",
@@ -89,6 +96,7 @@ __all__ = [
     "configure_queue",
     "enqueue",
     "enqueue_many",
+    "every",
     "fail",
     "heartbeat",
     "listen",
@@ -98,7 +106,10 @@ __all__ = [
     "resume",
     "retry",
     "retry_dead",
+    "schedules",
     "snooze",
     "stats",
+    "take",
     "translate_errors",
+    "unschedule",
 ]

@@ -75,6 +75,21 @@ RETRY_DEAD = "SELECT jobq.retry_dead(%s::text)"
 CANCEL = "SELECT jobq.cancel(%s::bigint)"
 PAUSE = "SELECT jobq.pause(%s::text)"
 RESUME = "SELECT jobq.resume(%s::text)"
+# take(): the job columns except the lease (a taken job holds no lease).
+TAKEN_COLUMNS = (
+    "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at", "created_at",
+    "job_key", "last_error", "group_key",
+)
+TAKE = "SELECT " + ", ".join(TAKEN_COLUMNS) + " FROM jobq.take(%s::text, %s::integer)"
+EVERY = (
+    "SELECT jobq.every(%(name)s::text, %(schedule)s::text, %(queue)s::text, %(payload)s::jsonb, "
+    "%(priority)s::integer, %(max_attempts)s::integer)"
+)
+UNSCHEDULE = "SELECT jobq.unschedule(%s::text)"
+SCHEDULES = (
+    "SELECT name, schedule, queue, payload, priority, max_attempts, created_at, updated_at "
+    "FROM jobq.schedules ORDER BY name"
+)
 STATS = (
     "SELECT queue, ready, scheduled, running, dead, oldest_ready_age "
     "FROM jobq.stats ORDER BY queue"

@@ -42,7 +42,7 @@ from pyqueue.defaults import (
     WORKER_APPLICATION_NAME,
 )
 from pyqueue.errors import translate_errors
-from pyqueue.job import AsyncJob
+from pyqueue.job import AsyncJob, TakenJob
 from pyqueue.worker import check_settings, queue_list
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "reap",
     "release",
     "stats",
+    "take",
 ]
 
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -69,6 +70,17 @@ H = TypeVar("H", bound=AsyncHandler)
 
 
 # --- client calls -------------------------------------------------------------
+
+@contextlib.asynccontextmanager
+async def take(conn: AsyncConnection, queue: str, n: int = 1) -> AsyncIterator[list[TakenJob]]:
+    """The asyncio twin of :func:`pyqueue.take`: up to ``n`` jobs removed inside
+    a transaction on ``conn``, done on commit (normal exit), back untouched on
+    rollback (exception)."""
+    async with conn.transaction():
+        with translate_errors():
+            rows = await atuples(conn, q.TAKE, (queue, n))
+        yield [TakenJob(*row) for row in rows]
+
 
 async def enqueue(
     conn: AsyncConnection,

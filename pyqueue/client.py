@@ -9,25 +9,27 @@ as the typed exceptions of :mod:`pyqueue.errors`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from pyqueue import _queries as q
 from pyqueue._db import dicts, scalar, tuples
 from pyqueue.defaults import REAP_BATCH
 from pyqueue.errors import translate_errors
-from pyqueue.job import Job
+from pyqueue.job import Job, TakenJob
 
 Connection = psycopg.Connection[Any]
 
 __all__ = [
     "QueueStats",
+    "Schedule",
     "cancel",
     "claim",
     "complete",
@@ -35,6 +37,7 @@ __all__ = [
     "configure_queue",
     "enqueue",
     "enqueue_many",
+    "every",
     "fail",
     "heartbeat",
     "pause",
@@ -43,8 +46,11 @@ __all__ = [
     "resume",
     "retry",
     "retry_dead",
+    "schedules",
     "snooze",
     "stats",
+    "take",
+    "unschedule",
 ]
 
 
@@ -185,6 +191,77 @@ def snooze(
     params = q.snooze_params(job_id, lease_token, delay, run_at)
     with translate_errors():
         return bool(scalar(conn, q.SNOOZE, params))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One periodic job of ``jobq.schedules`` (registered with :func:`every`)."""
+
+    name: str
+    schedule: str
+    queue: str
+    payload: dict[str, Any]
+    priority: int
+    max_attempts: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@contextmanager
+def take(conn: Connection, queue: str, n: int = 1) -> Iterator[list[TakenJob]]:
+    """Exactly-once processing for work that only touches this database.
+
+    Removes up to ``n`` ready jobs inside a transaction on ``conn`` (a
+    savepoint when one is already open) and yields them; apply them to your
+    tables inside the ``with`` block. On a normal exit the transaction
+    commits: the jobs are done together with your writes. On an exception it
+    rolls back: the jobs are back in the queue, untouched (attempts
+    unchanged), and nothing you wrote stays::
+
+        with pyqueue.take(conn, "ledger", 10) as jobs:
+            for job in jobs:
+                conn.execute("UPDATE accounts SET cents = cents + %s WHERE id = %s",
+                             (job.payload["cents"], job.payload["account"]))
+    """
+    with conn.transaction():
+        with translate_errors():
+            rows = tuples(conn, q.TAKE, (queue, n))
+        yield [TakenJob(*row) for row in rows]
+
+
+def every(
+    conn: Connection,
+    name: str,
+    schedule: str,
+    queue: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    priority: int = 0,
+    max_attempts: int | None = None,
+) -> int:
+    """Enqueue ``payload`` on ``queue`` at every tick of a cron ``schedule``
+    (through pg_cron, jobq 0.2); one active copy at a time. Re-using a name
+    updates it. Returns the pg_cron job id."""
+    params = {
+        "name": name, "schedule": schedule, "queue": queue,
+        "payload": Jsonb(dict(payload) if payload is not None else {}),
+        "priority": priority, "max_attempts": max_attempts,
+    }
+    with translate_errors():
+        return int(scalar(conn, q.EVERY, params))
+
+
+def unschedule(conn: Connection, name: str) -> bool:
+    """Remove a periodic job registered with :func:`every`; False when unknown."""
+    with translate_errors():
+        return bool(scalar(conn, q.UNSCHEDULE, (name,)))
+
+
+def schedules(conn: Connection) -> list[Schedule]:
+    """The periodic jobs registered with :func:`every`, by name."""
+    with translate_errors():
+        rows = dicts(conn, q.SCHEDULES)
+    return [Schedule(**row) for row in rows]
 
 
 def retry(conn: Connection, job_id: int) -> bool:

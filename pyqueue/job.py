@@ -83,6 +83,25 @@ class JobRecord:
         return self._lease_seconds
 
 
+@dataclass(frozen=True)
+class TakenJob:
+    """A job removed by ``jobq.take()`` inside the caller's transaction
+    (:func:`pyqueue.take`): it holds no lease and needs no acknowledgement;
+    the transaction's commit is what marks it done."""
+
+    id: int
+    queue: str
+    payload: dict[str, Any]
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    job_key: str | None
+    last_error: str | None
+    group_key: str | None
+
+
 class Acknowledger(Protocol):
     """Who batches the acknowledgements of a worker's jobs (private)."""
 
