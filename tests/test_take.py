@@ -49,7 +49,7 @@ def test_commit_makes_the_jobs_done_together_with_the_business_writes(ledger: Co
     assert [row[0] for row in ledger_rows(ledger)] == taken
     states = {job_id: status for job_id, status, _ in job_states(ledger)}
     assert [states[i] for i in taken] == ["completed", "completed"]
-    assert sorted(states.values()) == ["completed", "completed", "ready"]
+    assert sorted(map(str, states.values())) == ["completed", "completed", "ready"]
 
 
 def test_an_exception_rolls_back_both_and_the_jobs_come_back_untouched(ledger: Conn, dsn: str) -> None:
@@ -92,7 +92,7 @@ def test_async_take_commits_and_rolls_back(ledger: Conn, dsn: str) -> None:
     assert ledger_rows(ledger) == [(taken[0], 2)]
     states = {job_id: status for job_id, status, _ in job_states(ledger)}
     assert states[taken[0]] == "completed"
-    assert sorted(states.values()) == ["completed", "ready", "ready"]
+    assert sorted(map(str, states.values())) == ["completed", "ready", "ready"]
 
 
 def test_take_reports_bad_input_with_typed_errors(conn: Conn) -> None:
