@@ -9,6 +9,10 @@
 --   * finishing a job of a serial group or a concurrency-limited queue wakes the workers (NOTIFY)
 --   * new SQLSTATEs: JQ015 (claim/take outside READ COMMITTED), JQ016 (periodic job name)
 --   * views jobq.jobs, jobq.queues and jobq.stats gain group_key / the new settings / paused
+--   * claim stamps started_at and the lease from clock_timestamp() (not the transaction's start)
+--   * fail keeps the head and the tail of a long error; reap keeps the previous error after its own
+--   * fail (retry) and snooze wake the workers; finished_at is clock_timestamp()
+--   * reset_queue keeps a queue paused; prune also drops expired rate-limit bookkeeping
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.2.0', or with psql -f / pyqueue
 -- upgrade on a database where the 0.1.0 script was run.
@@ -159,6 +163,7 @@ AS $$
 DECLARE
     v_ids bigint[];
     v_wake text[];
+    v_now timestamptz := clock_timestamp();
 BEGIN
     -- Move live jobs to the archive as p_status. A non-NULL lease token
     -- fences: the job must be running under exactly that lease. Completed
@@ -181,8 +186,8 @@ BEGIN
             (id, queue, payload, status, priority, run_at, attempts, max_attempts,
              job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key)
         SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts, g.max_attempts,
-               g.job_key, g.worker, coalesce(p_error, g.last_error), g.created_at, g.started_at, now(),
-               CASE WHEN p_status = 'dead' THEN now() + s.dead_retention ELSE now() + s.retention END,
+               g.job_key, g.worker, coalesce(p_error, g.last_error), g.created_at, g.started_at, v_now,
+               v_now + CASE WHEN p_status = 'dead' THEN s.dead_retention ELSE s.retention END,
                g.group_key
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue
@@ -232,7 +237,17 @@ END
 $$;
 COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text) IS 'Inserts one validated job, or returns the id of the active job holding its job_key.';
 
-CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval)
+CREATE FUNCTION jobq._taken_in_transaction(p_queue text) RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- How many jobs of p_queue this transaction removed with take(): they
+    -- run inside it, so they hold concurrency slots until it ends.
+    SELECT coalesce((nullif(current_setting('jobq.taken', true), '')::jsonb ->> p_queue)::integer, 0)
+$$;
+COMMENT ON FUNCTION jobq._taken_in_transaction(text) IS 'Jobs of a queue taken by take() in the current transaction.';
+
+CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
 RETURNS TABLE (id bigint, lease interval)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -240,7 +255,7 @@ AS $$
 DECLARE
     v_queue record;
     v_settings jobq._queue;
-    v_now timestamptz := clock_timestamp();   -- the start time the rate limit counts
+    v_now timestamptz := p_now;   -- the start time the rate limit counts (the claim's started_at)
     v_names text[] := '{}';
     v_leases interval[] := '{}';
     v_allow integer[] := '{}';
@@ -256,7 +271,9 @@ BEGIN
     -- try-lock (a busy queue or group yields fewer jobs, never a wait, and a
     -- crashed claimer's locks vanish with its transaction); each count runs
     -- in a statement that starts after the lock, so it sees every claim that
-    -- committed before. Records the starts of rate-limited queues.
+    -- committed before. Records the starts of rate-limited queues at p_now,
+    -- which the caller also stamps on the jobs as started_at. Jobs taken
+    -- earlier in this transaction (take) count as running.
     PERFORM jobq._check_read_committed();
     PERFORM jobq._check_batch(p_n, 'n', 1000);
     PERFORM jobq._check_interval(p_lease, 'lease', interval '1 second', interval '1 day');
@@ -279,7 +296,8 @@ BEGIN
             END IF;
         END IF;
         IF v_slots > 0 AND v_settings.concurrency IS NOT NULL THEN
-            SELECT least(v_slots, v_settings.concurrency - count(*))::integer INTO v_slots
+            SELECT least(v_slots, v_settings.concurrency - count(*)
+                                  - jobq._taken_in_transaction(v_queue.name))::integer INTO v_slots
             FROM jobq._job AS j
             WHERE j.queue = v_queue.name AND j.status = 'running';
         END IF;
@@ -349,7 +367,7 @@ BEGIN
     RETURN QUERY SELECT u.id, u.lease FROM unnest(v_ids, v_leases) AS u(id, lease);
 END
 $$;
-COMMENT ON FUNCTION jobq._pick(text[], integer, interval) IS
+COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
     'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
 
 ---------------------------------------------------------------------------
@@ -515,9 +533,9 @@ BEGIN
     -- (priority, run_at, id), each under its queue's lease unless given;
     -- paused queues, concurrency and rate limits and serial groups honoured.
     PERFORM jobq._check_worker(claim.worker);
-    SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
-    FROM jobq._pick(claim.queues, claim.n, claim.lease) AS p;
     v_now := clock_timestamp();
+    SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
+    FROM jobq._pick(claim.queues, claim.n, claim.lease, v_now) AS p;
     RETURN QUERY
     WITH leased AS (
         UPDATE jobq._job AS j
@@ -545,6 +563,7 @@ SET lock_timeout = '5s'
 AS $$
 DECLARE
     v_ids bigint[];
+    v_now timestamptz := clock_timestamp();
 BEGIN
     -- Exactly-once processing for work that only touches this database:
     -- remove up to n ready jobs inside the caller's transaction. Commit and
@@ -552,13 +571,25 @@ BEGIN
     -- writes; roll back and they are back, untouched. The rows stay locked
     -- (and, for limited queues, the queue's slots held) until then.
     PERFORM jobq._check_queue(take.queue, 'queue');
-    SELECT array_agg(p.id) INTO v_ids FROM jobq._pick(ARRAY[take.queue], take.n, NULL) AS p;
+    SELECT coalesce(array_agg(p.id), '{}') INTO v_ids
+    FROM jobq._pick(ARRAY[take.queue], take.n, NULL, v_now) AS p;
+    -- The attempt is this transaction: record it as a claim would.
     RETURN QUERY
-    SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
-           j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error, j.group_key
-    FROM jobq._job AS j
-    WHERE j.id = ANY (v_ids)
-    ORDER BY j.priority, j.run_at, j.id;
+    WITH taken AS (
+        UPDATE jobq._job AS j
+        SET attempts = j.attempts + 1, worker = session_user, started_at = v_now
+        WHERE j.id = ANY (v_ids)
+        RETURNING j.*
+    )
+    SELECT t.id, t.queue, t.payload, t.priority::integer, t.attempts, t.max_attempts, t.run_at,
+           t.created_at, NULL::uuid, NULL::timestamptz, t.worker, t.job_key, t.last_error, t.group_key
+    FROM taken AS t
+    ORDER BY t.priority, t.run_at, t.id;
+    PERFORM set_config('jobq.taken',
+                       jsonb_set(coalesce(nullif(current_setting('jobq.taken', true), '')::jsonb, '{}'),
+                                 ARRAY[take.queue],
+                                 to_jsonb(jobq._taken_in_transaction(take.queue) + cardinality(v_ids)))::text,
+                       true);
     PERFORM jobq._finish(v_ids, NULL, 'completed', NULL);
 END
 $$;
@@ -570,6 +601,8 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
 AS $$
+DECLARE
+    v_queue text;
 BEGIN
     -- A worker reschedules the job it holds to run_at, without spending an
     -- attempt (not a failure: e.g. "the report is not ready yet").
@@ -582,20 +615,144 @@ BEGIN
         attempts = greatest(j.attempts - 1, 0),
         lease_token = NULL,
         lease_expires_at = NULL
-    WHERE j.id = snooze.id AND j.lease_token = snooze.lease_token;
-    RETURN FOUND;
+    WHERE j.id = snooze.id AND j.lease_token = snooze.lease_token
+    RETURNING j.queue INTO v_queue;
+    IF v_queue IS NULL THEN
+        RETURN false;
+    END IF;
+    -- A freed slot or group, or a run_at already due: let workers look.
+    PERFORM pg_notify('jobq', v_queue);
+    RETURN true;
 END
 $$;
 COMMENT ON FUNCTION jobq.snooze(bigint, uuid, timestamptz) IS
     'Reschedules a held job to run_at without spending an attempt; false when the lease was lost.';
 
+CREATE FUNCTION jobq._error_text(p_error text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- An error message bounded to 10,000 characters: a long one (a deep
+    -- traceback) keeps its head and its tail, where the exception is.
+    SELECT CASE WHEN char_length(p_error) <= 10000 THEN p_error
+                ELSE left(p_error, 2000) || E'\n[… ' || (char_length(p_error) - 9900)::text
+                     || ' characters cut …]\n' || right(p_error, 7900) END
+$$;
+COMMENT ON FUNCTION jobq._error_text(text) IS 'Bounds an error message to 10,000 characters, keeping head and tail.';
+
+CREATE FUNCTION jobq._reap_note(p_expired timestamptz, p_worker text, p_previous text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- The error a reaped job records: its lease expiry, then its previous error.
+    SELECT jobq._error_text(format('lease expired at %s (worker %s)', p_expired, coalesce(p_worker, 'unnamed'))
+                            || coalesce(E'\nprevious error: ' || p_previous, ''))
+$$;
+COMMENT ON FUNCTION jobq._reap_note(timestamptz, text, text) IS 'The last_error of a reaped job: lease expiry, then the previous error.';
+
+CREATE OR REPLACE FUNCTION jobq.fail(id bigint, error text, lease_token uuid, retry_at timestamptz DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_job jobq._job;
+    v_settings jobq._queue;
+    v_error text := jobq._error_text(fail.error);
+BEGIN
+    -- Record a failed attempt of a job held under lease_token: retry after
+    -- exponential backoff with jitter (or at retry_at), or dead-letter it when
+    -- its attempts are used up. False (and no change) when the lease was lost.
+    PERFORM jobq._check_lease_args(fail.id, fail.lease_token);
+    IF fail.retry_at IS NOT NULL THEN
+        PERFORM jobq._check_time(fail.retry_at, 'retry_at');
+    END IF;
+
+    SELECT * INTO v_job FROM jobq._job AS j
+    WHERE j.id = fail.id AND j.lease_token = fail.lease_token
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+
+    IF v_job.attempts >= v_job.max_attempts THEN
+        PERFORM jobq._finish(ARRAY[v_job.id], ARRAY[v_job.lease_token], 'dead', v_error);
+        RETURN true;
+    END IF;
+
+    v_settings := jobq._settings(v_job.queue);
+    UPDATE jobq._job AS j
+    SET status = 'ready',
+        run_at = coalesce(fail.retry_at,
+                          now() + jobq._backoff_delay(v_job.attempts, v_settings.backoff_base,
+                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
+                                                      random())),
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        last_error = v_error
+    WHERE j.id = v_job.id;
+    -- A freed concurrency slot or group, or a retry already due: let workers look.
+    PERFORM pg_notify('jobq', v_job.queue);
+    RETURN true;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION jobq.reap(n integer DEFAULT 10000) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_retry bigint[];
+    v_dead bigint[];
+    v_queues text[];
+BEGIN
+    -- Return up to n jobs whose lease expired to the queue (ready now), or
+    -- dead-letter those whose attempts are used up. Concurrent reapers skip
+    -- each other's rows, so they never block or deadlock. The job's previous
+    -- error is kept after the lease-expiry note.
+    PERFORM jobq._check_batch(reap.n, 'n', 1000000);
+    SELECT coalesce(array_agg(e.id) FILTER (WHERE e.attempts < e.max_attempts), '{}'),
+           coalesce(array_agg(e.id) FILTER (WHERE e.attempts >= e.max_attempts), '{}')
+    INTO v_retry, v_dead
+    FROM (
+        SELECT j.id, j.attempts, j.max_attempts
+        FROM jobq._job AS j
+        WHERE j.status = 'running' AND j.lease_expires_at < now()
+        ORDER BY j.lease_expires_at
+        LIMIT reap.n
+        FOR UPDATE SKIP LOCKED
+    ) AS e;
+
+    WITH requeued AS (
+        UPDATE jobq._job AS j
+        SET status = 'ready',
+            run_at = now(),
+            lease_token = NULL,
+            lease_expires_at = NULL,
+            last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error)
+        WHERE j.id = ANY (v_retry)
+        RETURNING j.queue
+    )
+    SELECT array_agg(DISTINCT r.queue) INTO v_queues FROM requeued AS r;
+    -- Wake the workers of the queues that got jobs back.
+    PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
+
+    UPDATE jobq._job AS j
+    SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
+    WHERE j.id = ANY (v_dead);
+    PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
+    RETURN cardinality(v_retry) + cardinality(v_dead);
+END
+$$;
+
+
 -- No claim or acknowledgement may hang forever behind a stuck lock.
 ALTER FUNCTION jobq.complete(bigint, uuid) SET lock_timeout = '5s';
 ALTER FUNCTION jobq.complete_many(bigint[], uuid[]) SET lock_timeout = '5s';
-ALTER FUNCTION jobq.fail(bigint, text, uuid, timestamptz) SET lock_timeout = '5s';
 ALTER FUNCTION jobq.heartbeat(bigint, uuid, interval) SET lock_timeout = '5s';
 ALTER FUNCTION jobq.release(bigint, uuid) SET lock_timeout = '5s';
-ALTER FUNCTION jobq.reap(integer) SET lock_timeout = '5s';
 
 ---------------------------------------------------------------------------
 -- operator API
@@ -751,6 +908,52 @@ $$;
 COMMENT ON FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval)
     IS 'Sets per-queue settings (NULL leaves a setting unchanged, 0 removes a concurrency or rate limit); returns the effective settings.';
 
+CREATE OR REPLACE FUNCTION jobq.reset_queue(queue text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Drop every setting override of a queue: it goes back to the defaults.
+    -- A paused queue stays paused (use jobq.resume()).
+    PERFORM jobq._check_queue(reset_queue.queue, 'queue');
+    DELETE FROM jobq._queue AS q WHERE q.queue = reset_queue.queue AND NOT coalesce(q.paused, false);
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    UPDATE jobq._queue AS q
+    SET max_attempts = NULL, backoff_base = NULL, backoff_cap = NULL, backoff_jitter = NULL, lease = NULL,
+        retention = NULL, dead_retention = NULL, max_payload_bytes = NULL, concurrency = NULL,
+        rate_limit = NULL, rate_interval = NULL, updated_at = now()
+    WHERE q.queue = reset_queue.queue;
+    RETURN FOUND;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION jobq.prune(n integer DEFAULT 100000) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_pruned integer;
+BEGIN
+    -- Delete up to n finished jobs whose retention has passed, and the
+    -- rate-limit bookkeeping older than any rate window (1 day).
+    PERFORM jobq._check_batch(prune.n, 'n', 10000000);
+    WITH old AS (
+        SELECT a.id FROM jobq._job_archive AS a
+        WHERE a.prune_after < now()
+        ORDER BY a.prune_after
+        LIMIT prune.n
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM jobq._job_archive AS a USING old AS o WHERE a.id = o.id RETURNING a.id
+    )
+    SELECT count(*) INTO v_pruned FROM gone;
+    DELETE FROM jobq._rate_start AS r WHERE r.started_at < now() - interval '1 day';
+    RETURN v_pruned;
+END
+$$;
+
 CREATE FUNCTION jobq.pause(queue text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -792,6 +995,46 @@ COMMENT ON FUNCTION jobq.resume(text) IS 'Lets workers claim from a paused queue
 -- periodic jobs
 ---------------------------------------------------------------------------
 
+CREATE FUNCTION jobq._periodic_save(
+    p_name text, p_schedule text, p_queue text, p_payload jsonb, p_priority integer, p_max_attempts integer
+) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Validate and store a periodic job's definition (for jobq.every, which
+    -- runs as its caller so that pg_cron runs the job as that role).
+    PERFORM jobq._check_periodic_name(p_name);
+    PERFORM jobq._check_queue(p_queue, 'queue');
+    PERFORM jobq._check_payload(p_payload, 'payload', (jobq._settings(p_queue)).max_payload_bytes);
+    PERFORM jobq._check_job_options(p_priority, p_max_attempts);
+    IF p_schedule IS NULL THEN
+        RAISE EXCEPTION 'jobq: schedule must not be NULL'
+            USING ERRCODE = 'JQ012', HINT = 'Use cron syntax, e.g. ''0 3 * * *'' (03:00 every day).';
+    END IF;
+    INSERT INTO jobq._periodic AS p (name, schedule, queue, payload, priority, max_attempts)
+    VALUES (p_name, p_schedule, p_queue, p_payload, p_priority, p_max_attempts)
+    ON CONFLICT ON CONSTRAINT _periodic_pkey DO UPDATE
+    SET schedule = excluded.schedule, queue = excluded.queue, payload = excluded.payload,
+        priority = excluded.priority, max_attempts = excluded.max_attempts, updated_at = now();
+END
+$$;
+COMMENT ON FUNCTION jobq._periodic_save(text, text, text, jsonb, integer, integer) IS
+    'Validates and stores a periodic job definition (used by jobq.every).';
+
+CREATE FUNCTION jobq._periodic_delete(p_name text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Forget a periodic job's definition (for jobq.unschedule); false when unknown.
+    PERFORM jobq._check_periodic_name(p_name);
+    DELETE FROM jobq._periodic AS p WHERE p.name = p_name;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION jobq._periodic_delete(text) IS 'Deletes a periodic job definition (used by jobq.unschedule).';
+
 CREATE FUNCTION jobq.every(
     name text,
     schedule text,
@@ -812,19 +1055,8 @@ BEGIN
     -- one is ready, scheduled or running, the next tick adds nothing.
     -- Returns the pg_cron job id. Runs as the calling role.
     PERFORM jobq._require_pg_cron();
-    PERFORM jobq._check_periodic_name(every.name);
-    PERFORM jobq._check_queue(every.queue, 'queue');
-    PERFORM jobq._check_payload(every.payload, 'payload', (jobq._settings(every.queue)).max_payload_bytes);
-    PERFORM jobq._check_job_options(every.priority, every.max_attempts);
-    IF every.schedule IS NULL THEN
-        RAISE EXCEPTION 'jobq: schedule must not be NULL'
-            USING ERRCODE = 'JQ012', HINT = 'Use cron syntax, e.g. ''0 3 * * *'' (03:00 every day).';
-    END IF;
-    INSERT INTO jobq._periodic AS p (name, schedule, queue, payload, priority, max_attempts)
-    VALUES (every.name, every.schedule, every.queue, every.payload, every.priority, every.max_attempts)
-    ON CONFLICT ON CONSTRAINT _periodic_pkey DO UPDATE
-    SET schedule = excluded.schedule, queue = excluded.queue, payload = excluded.payload,
-        priority = excluded.priority, max_attempts = excluded.max_attempts, updated_at = now();
+    PERFORM jobq._periodic_save(every.name, every.schedule, every.queue, every.payload,
+                                every.priority, every.max_attempts);
     BEGIN
         v_jobid := cron.schedule('jobq-every:' || every.name, every.schedule,
                                  format('SELECT jobq.enqueue_periodic(%L)', every.name));
@@ -847,9 +1079,7 @@ BEGIN
     -- Remove a periodic job registered with jobq.every() (jobs it already
     -- enqueued stay). False when no such periodic job exists.
     PERFORM jobq._require_pg_cron();
-    PERFORM jobq._check_periodic_name(unschedule.name);
-    DELETE FROM jobq._periodic AS p WHERE p.name = unschedule.name;
-    IF NOT FOUND THEN
+    IF NOT jobq._periodic_delete(unschedule.name) THEN
         RETURN false;
     END IF;
     IF EXISTS (SELECT FROM cron.job AS c WHERE c.jobname = 'jobq-every:' || unschedule.name) THEN
@@ -981,7 +1211,9 @@ GRANT EXECUTE ON FUNCTION
     jobq.resume(text),
     jobq.every(text, text, text, jsonb, integer, integer),
     jobq.unschedule(text),
-    jobq.enqueue_periodic(text)
+    jobq.enqueue_periodic(text),
+    jobq._periodic_save(text, text, text, jsonb, integer, integer),
+    jobq._periodic_delete(text)
 TO jobq_admin;
 GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules TO jobq_admin;
-GRANT SELECT ON jobq._periodic TO jobq_admin;
+GRANT SELECT ON jobq._periodic, jobq._rate_start TO jobq_admin;
