@@ -1,7 +1,8 @@
 -- jobq schema: objects exist with the contracted signatures, SECURITY
--- DEFINER only where intended, pinned search_path and a comment everywhere.
+-- DEFINER only where intended, pinned search_path (and lock_timeout on the
+-- claim and worker functions) and a comment everywhere.
 BEGIN;
-SELECT plan(76);
+SELECT plan(113);
 
 -- objects ------------------------------------------------------------------
 SELECT has_schema('jobq', 'schema jobq exists');
@@ -12,27 +13,51 @@ SELECT has_table('jobq', '_job', 'live job table jobq._job exists');
 SELECT has_table('jobq', '_job_archive', 'archive table jobq._job_archive exists');
 SELECT has_table('jobq', '_queue', 'queue settings table jobq._queue exists');
 SELECT has_table('jobq', '_migration', 'version bookkeeping table jobq._migration exists');
+SELECT has_table('jobq', '_rate_start', 'rate-limit window table jobq._rate_start exists');
+SELECT has_table('jobq', '_periodic', 'periodic job table jobq._periodic exists');
 SELECT has_view('jobq', 'stats', 'view jobq.stats exists');
 SELECT has_view('jobq', 'jobs', 'view jobq.jobs exists');
 SELECT has_view('jobq', 'queues', 'view jobq.queues exists');
+SELECT has_view('jobq', 'schedules', 'view jobq.schedules exists');
 SELECT has_type('jobq', 'job', 'type jobq.job exists');
 
-SELECT is(jobq.version(), '0.1.0', 'jobq.version() is 0.1.0');
-SELECT results_eq($$SELECT version FROM jobq._migration$$, $$VALUES ('0.1.0'::text)$$,
-                  'jobq._migration records exactly version 0.1.0');
+SELECT is(jobq.version(), '0.2.0', 'jobq.version() is 0.2.0');
+-- A fresh install records 0.2.0 only; an upgraded one records every step.
+SELECT is((SELECT version FROM jobq._migration
+           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.2.0',
+          'the newest version recorded in jobq._migration is 0.2.0');
+SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0')$$,
+                'jobq._migration records only released versions up to 0.2.0');
 
 SELECT set_has(
     $$SELECT attname::text FROM pg_catalog.pg_attribute
       WHERE attrelid = 'jobq.job'::regclass AND attnum > 0 AND NOT attisdropped$$,
     $$VALUES ('id'), ('queue'), ('payload'), ('priority'), ('attempts'), ('max_attempts'),
-             ('run_at'), ('created_at'), ('lease_token')$$,
-    'jobq.job has every column the spec requires (incl. the fencing lease_token)');
+             ('run_at'), ('created_at'), ('lease_token'), ('group_key')$$,
+    'jobq.job has every column the spec requires (incl. the fencing lease_token) and group_key');
+SELECT has_column('jobq', '_job', 'group_key', 'jobq._job has group_key');
+SELECT has_column('jobq', '_job_archive', 'group_key', 'jobq._job_archive keeps group_key');
+SELECT set_has(
+    $$SELECT column_name::text FROM information_schema.columns
+      WHERE table_schema = 'jobq' AND table_name = 'jobs'$$,
+    $$VALUES ('group_key'), ('started_at'), ('finished_at'), ('status')$$,
+    'jobq.jobs shows group_key');
+SELECT set_has(
+    $$SELECT column_name::text FROM information_schema.columns
+      WHERE table_schema = 'jobq' AND table_name = 'queues'$$,
+    $$VALUES ('concurrency'), ('rate_limit'), ('rate_interval'), ('paused')$$,
+    'jobq.queues shows concurrency, rate_limit, rate_interval and paused');
+SELECT set_eq(
+    $$SELECT column_name::text FROM information_schema.columns
+      WHERE table_schema = 'jobq' AND table_name = 'schedules'$$,
+    $$VALUES ('name'), ('schedule'), ('queue'), ('payload'), ('priority'), ('max_attempts'), ('created_at'), ('updated_at')$$,
+    'jobq.schedules has name, schedule, queue, payload, priority, max_attempts, created_at, updated_at');
 
 SELECT set_eq(
     $$SELECT column_name::text FROM information_schema.columns
       WHERE table_schema = 'jobq' AND table_name = 'stats'$$,
-    $$VALUES ('queue'), ('ready'), ('scheduled'), ('running'), ('dead'), ('oldest_ready_age')$$,
-    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age');
+    $$VALUES ('queue'), ('ready'), ('scheduled'), ('running'), ('dead'), ('oldest_ready_age'), ('paused')$$,
+    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age, paused');
 
 -- the public API, exactly ----------------------------------------------------
 SELECT set_eq(
@@ -40,8 +65,8 @@ SELECT set_eq(
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
     ARRAY[
         'jobq.version()',
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[])',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text)',
         'jobq.claim(text,integer,text,interval)',
         'jobq.claim(text[],integer,text,interval)',
         'jobq.complete(bigint,uuid)',
@@ -55,16 +80,23 @@ SELECT set_eq(
         'jobq.retry_dead(text)',
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
-        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval)',
         'jobq.reset_queue(text)',
         'jobq.schedule_maintenance(text,text)',
-        'jobq.unschedule_maintenance()'
+        'jobq.unschedule_maintenance()',
+        'jobq.take(text,integer)',
+        'jobq.snooze(bigint,uuid,timestamp with time zone)',
+        'jobq.pause(text)',
+        'jobq.resume(text)',
+        'jobq.every(text,text,text,jsonb,integer,integer)',
+        'jobq.unschedule(text)',
+        'jobq.enqueue_periodic(text)'
     ],
     'the public jobq functions are exactly the documented API');
 
 SELECT has_function('jobq', 'version', ARRAY[]::text[], 'jobq.version() exists');
-SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text) exists');
-SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]'], 'jobq.enqueue_many(text, jsonb[], timestamptz, int, int, text[]) exists');
+SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text) exists (group_key)');
+SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text'], 'jobq.enqueue_many(text, jsonb[], timestamptz, int, int, text[], text) exists (group_key)');
 SELECT has_function('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq.claim(text, int, text, interval) exists');
 SELECT has_function('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'jobq.claim(text[], int, text, interval) exists');
 SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid'], 'jobq.complete(bigint, uuid) exists');
@@ -78,14 +110,21 @@ SELECT has_function('jobq', 'retry', ARRAY['bigint'], 'jobq.retry(bigint) exists
 SELECT has_function('jobq', 'retry_dead', ARRAY['text'], 'jobq.retry_dead(text) exists');
 SELECT has_function('jobq', 'cancel', ARRAY['bigint'], 'jobq.cancel(bigint) exists');
 SELECT has_function('jobq', 'prune', ARRAY['integer'], 'jobq.prune(int) exists');
-SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer'], 'jobq.configure_queue(...) exists');
+SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval'], 'jobq.configure_queue(..., concurrency, rate_limit, rate_interval) exists');
 SELECT has_function('jobq', 'reset_queue', ARRAY['text'], 'jobq.reset_queue(text) exists');
 SELECT has_function('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'jobq.schedule_maintenance(text, text) exists');
 SELECT has_function('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'jobq.unschedule_maintenance() exists');
+SELECT has_function('jobq', 'take', ARRAY['text', 'integer'], 'jobq.take(text, int) exists');
+SELECT has_function('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'jobq.snooze(bigint, uuid, timestamptz) exists');
+SELECT has_function('jobq', 'pause', ARRAY['text'], 'jobq.pause(text) exists');
+SELECT has_function('jobq', 'resume', ARRAY['text'], 'jobq.resume(text) exists');
+SELECT has_function('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer'], 'jobq.every(name, schedule, queue, payload, priority, max_attempts) exists');
+SELECT has_function('jobq', 'unschedule', ARRAY['text'], 'jobq.unschedule(text) exists');
+SELECT has_function('jobq', 'enqueue_periodic', ARRAY['text'], 'jobq.enqueue_periodic(text) exists');
 
 SELECT function_returns('jobq', 'version', ARRAY[]::text[], 'text', 'version() returns text');
-SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text'], 'bigint', 'enqueue() returns bigint');
-SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]'], 'setof bigint', 'enqueue_many() returns setof bigint');
+SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text'], 'bigint', 'enqueue() returns bigint');
+SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
 SELECT function_returns('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid'], 'boolean', 'complete() returns boolean');
@@ -99,25 +138,38 @@ SELECT function_returns('jobq', 'retry', ARRAY['bigint'], 'boolean', 'retry() re
 SELECT function_returns('jobq', 'retry_dead', ARRAY['text'], 'integer', 'retry_dead() returns integer');
 SELECT function_returns('jobq', 'cancel', ARRAY['bigint'], 'boolean', 'cancel() returns boolean');
 SELECT function_returns('jobq', 'prune', ARRAY['integer'], 'integer', 'prune() returns integer');
-SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer'], 'jobq._queue', 'configure_queue() returns the effective settings row');
+SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval'], 'jobq._queue', 'configure_queue() returns the effective settings row');
 SELECT function_returns('jobq', 'reset_queue', ARRAY['text'], 'boolean', 'reset_queue() returns boolean');
 SELECT function_returns('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'setof record', 'schedule_maintenance() returns a table');
 SELECT function_returns('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'integer', 'unschedule_maintenance() returns integer');
+SELECT function_returns('jobq', 'take', ARRAY['text', 'integer'], 'setof jobq.job', 'take() returns setof jobq.job');
+SELECT function_returns('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'boolean', 'snooze() returns boolean');
+SELECT function_returns('jobq', 'pause', ARRAY['text'], 'boolean', 'pause() returns boolean');
+SELECT function_returns('jobq', 'resume', ARRAY['text'], 'boolean', 'resume() returns boolean');
+SELECT function_returns('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer'], 'bigint', 'every() returns the pg_cron job id (bigint)');
+SELECT function_returns('jobq', 'unschedule', ARRAY['text'], 'boolean', 'unschedule() returns boolean');
+SELECT function_returns('jobq', 'enqueue_periodic', ARRAY['text'], 'bigint', 'enqueue_periodic() returns the job id');
 
 -- SECURITY DEFINER exactly where intended -----------------------------------
-SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text'], 'enqueue() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text'], 'enqueue() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
 SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid'], 'complete() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'version', ARRAY[]::text[], 'version() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'schedule_maintenance() is not SECURITY DEFINER (pg_cron jobs run as the caller)');
 SELECT isnt_definer('jobq', '_finish', ARRAY['bigint[]', 'uuid[]', 'text', 'text'], 'private _finish() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_pick', ARRAY['text[]', 'integer', 'interval', 'timestamp with time zone'], 'private _pick() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer'],
+                    'every() is not SECURITY DEFINER (its pg_cron job runs as the caller)');
+SELECT isnt_definer('jobq', 'unschedule', ARRAY['text'], 'unschedule() is not SECURITY DEFINER (pg_cron checks the caller owns the job)');
+SELECT is_definer('jobq', 'enqueue_periodic', ARRAY['text'], 'enqueue_periodic() is SECURITY DEFINER (what the pg_cron job calls)');
+SELECT is_definer('jobq', 'take', ARRAY['text', 'integer'], 'take() is SECURITY DEFINER');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
     ARRAY[
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[])',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text)',
         'jobq.claim(text,integer,text,interval)',
         'jobq.claim(text[],integer,text,interval)',
         'jobq.complete(bigint,uuid)',
@@ -131,14 +183,21 @@ SELECT set_eq(
         'jobq.retry_dead(text)',
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
-        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer)',
-        'jobq.reset_queue(text)'
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval)',
+        'jobq.reset_queue(text)',
+        'jobq.take(text,integer)',
+        'jobq.snooze(bigint,uuid,timestamp with time zone)',
+        'jobq.pause(text)',
+        'jobq.resume(text)',
+        'jobq.enqueue_periodic(text)',
+        'jobq._periodic_save(text,text,text,jsonb,integer,integer)',
+        'jobq._periodic_delete(text)'
     ],
-    'SECURITY DEFINER functions are exactly the role-gated public API (no private helper is one)');
+    'SECURITY DEFINER functions are exactly the role-gated API plus the two periodic-job helpers that every()/unschedule() (which run as the caller) need');
 
 -- pinned search_path and comments ------------------------------------------
 SELECT cmp_ok((SELECT count(*)::int FROM pg_catalog.pg_proc WHERE pronamespace = 'jobq'::regnamespace),
-              '>=', 35, 'jobq has at least the 35 functions of 0.1.0 (the checks below are not vacuous)');
+              '>=', 45, 'jobq has at least the 45 functions of 0.2.0 (the checks below are not vacuous)');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace
@@ -161,6 +220,31 @@ SELECT is_empty(
     'every jobq table and view has a COMMENT');
 SELECT isnt(pg_catalog.obj_description('jobq'::regnamespace, 'pg_namespace'), NULL, 'schema jobq has a COMMENT');
 
+-- lock_timeout: no claim or acknowledgement hangs forever behind a stuck lock ----
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'jobq'::regnamespace AND 'lock_timeout=5s' = ANY (coalesce(p.proconfig, '{}'))$$,
+    ARRAY[
+        'jobq.claim(text,integer,text,interval)',
+        'jobq.claim(text[],integer,text,interval)',
+        'jobq.take(text,integer)',
+        'jobq.snooze(bigint,uuid,timestamp with time zone)',
+        'jobq.complete(bigint,uuid)',
+        'jobq.complete_many(bigint[],uuid[])',
+        'jobq.fail(bigint,text,uuid,timestamp with time zone)',
+        'jobq.heartbeat(bigint,uuid,interval)',
+        'jobq.release(bigint,uuid)',
+        'jobq.reap(integer)'
+    ],
+    'lock_timeout = 5s is pinned on exactly claim, take, snooze, complete, complete_many, fail, heartbeat, release, reap');
+SELECT is_empty(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
+      WHERE p.pronamespace = 'jobq'::regnamespace AND c LIKE 'lock\_timeout=%' AND c <> 'lock_timeout=5s'$$,
+    'no jobq function pins another lock_timeout');
+SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq.claim(text[],integer,text,interval)'::regprocedure),
+          ARRAY['search_path=pg_catalog, pg_temp', 'lock_timeout=5s'],
+          'claim(text[]) pins exactly search_path and lock_timeout (no statement_timeout that a long claim could trip)');
+
 -- the hot table ---------------------------------------------------------------
 SELECT has_index('jobq', '_job', '_job_claim_idx', ARRAY['queue', 'priority', 'run_at', 'id'],
                  'claim index on (queue, priority, run_at, id)');
@@ -168,6 +252,22 @@ SELECT is((SELECT pg_catalog.pg_get_expr(i.indpred, i.indrelid) FROM pg_catalog.
            WHERE i.indexrelid = 'jobq._job_claim_idx'::regclass),
           '(status = ''ready''::text)', 'the claim index is partial: ready rows only');
 SELECT index_is_unique('jobq', '_job', '_job_key_idx', 'one active job per (queue, job_key)');
+SELECT has_index('jobq', '_job', '_job_group_idx', ARRAY['queue', 'group_key', 'id'],
+                 'serial-group index on (queue, group_key, id)');
+SELECT is((SELECT pg_catalog.pg_get_expr(i.indpred, i.indrelid) FROM pg_catalog.pg_index AS i
+           WHERE i.indexrelid = 'jobq._job_group_idx'::regclass),
+          '(group_key IS NOT NULL)', 'the group index is partial: grouped rows only');
+SELECT has_index('jobq', '_rate_start', '_rate_start_idx', ARRAY['queue', 'started_at'],
+                 'rate window index on (queue, started_at)');
+SELECT throws_ok(
+    $$INSERT INTO jobq._job (queue, payload, max_attempts, group_key) VALUES ('q', '{}', 1, '')$$,
+    '23514', NULL, 'the live table rejects an empty group_key');
+SELECT throws_ok(
+    $$INSERT INTO jobq._queue (queue, concurrency) VALUES ('q', 0)$$,
+    '23514', NULL, 'the settings table rejects concurrency 0 (0 means "no limit" only as a configure_queue argument)');
+SELECT throws_ok(
+    $$INSERT INTO jobq._periodic (name, schedule, queue, payload) VALUES ('a b', '* * * * *', 'q', '{}')$$,
+    '23514', NULL, 'the periodic table rejects a badly spelled name');
 SELECT throws_ok(
     $$INSERT INTO jobq._job (queue, payload, status, max_attempts) VALUES ('q', '{}', 'completed', 1)$$,
     '23514', NULL, 'the live table only holds ready and running jobs');

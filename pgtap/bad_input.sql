@@ -2,7 +2,7 @@
 -- nothing: live table, archive, settings and the id sequence are compared
 -- with a snapshot after every call. Unknown ids return false / 0.
 BEGIN;
-SELECT plan(207);
+SELECT plan(279);
 
 -- some existing state that a bad call must not touch
 DO $$ BEGIN
@@ -13,6 +13,9 @@ DO $$ BEGIN
     PERFORM jobq.fail(c.id, 'x', c.lease_token) FROM jobq.claim('bad', 1) AS c;
     PERFORM jobq.claim('bad', 1, 'holder');
     PERFORM jobq.configure_queue('bad', lease => interval '1 minute');
+    PERFORM jobq.enqueue('bad-rated', '{}');
+    PERFORM jobq.configure_queue('bad-rated', rate_limit => 5, concurrency => 3);
+    PERFORM jobq.claim('bad-rated', 1, 'holder2');
 END $$;
 
 CREATE FUNCTION pg_temp.jq_state() RETURNS text LANGUAGE sql AS $$
@@ -20,6 +23,8 @@ CREATE FUNCTION pg_temp.jq_state() RETURNS text LANGUAGE sql AS $$
         (SELECT string_agg(to_jsonb(j)::text, ',' ORDER BY id) FROM jobq._job AS j),
         (SELECT string_agg(to_jsonb(a)::text, ',' ORDER BY id) FROM jobq._job_archive AS a),
         (SELECT string_agg(to_jsonb(q)::text, ',' ORDER BY queue) FROM jobq._queue AS q),
+        (SELECT string_agg(to_jsonb(p)::text, ',' ORDER BY name) FROM jobq._periodic AS p),
+        (SELECT string_agg(to_jsonb(r)::text, ',' ORDER BY queue, started_at) FROM jobq._rate_start AS r),
         (SELECT last_value::text || is_called::text FROM jobq._job_id_seq)))
 $$;
 CREATE TEMP TABLE s0 AS SELECT pg_temp.jq_state() AS state,
@@ -99,6 +104,11 @@ SELECT pg_temp.bad($$SELECT jobq.enqueue('bad', '{}', job_key => '')$$, 'JQ009',
 SELECT pg_temp.bad($$SELECT jobq.enqueue('bad', '{}', job_key => repeat('k', 600))$$, 'JQ009',
     'jobq: job_key must be NULL or 1 to 512 characters, got 600 characters', 'enqueue: job_key of 600 characters');
 SELECT pg_temp.bad($$SELECT jobq.enqueue('bad', '{}', job_key => repeat('k', 513))$$, 'JQ009', NULL, 'enqueue: job_key of 513 characters');
+-- enqueue: group_key
+SELECT pg_temp.bad($$SELECT jobq.enqueue('bad', '{}', group_key => '')$$, 'JQ009',
+    'jobq: group_key must be NULL or 1 to 512 characters, got 0 characters', 'enqueue: group_key empty');
+SELECT pg_temp.bad($$SELECT jobq.enqueue('bad', '{}', group_key => repeat('g', 513))$$, 'JQ009',
+    'jobq: group_key must be NULL or 1 to 512 characters, got 513 characters', 'enqueue: group_key of 513 characters');
 
 -- enqueue_many -------------------------------------------------------------------
 SELECT pg_temp.bad($$SELECT jobq.enqueue_many(NULL, ARRAY['{}']::jsonb[])$$, 'JQ001', NULL, 'enqueue_many: queue NULL');
@@ -129,6 +139,10 @@ SELECT pg_temp.bad($$SELECT jobq.enqueue_many('bad', ARRAY['{}']::jsonb[], run_a
 SELECT pg_temp.bad($$SELECT jobq.enqueue_many('bad', ARRAY['{}']::jsonb[], run_at => NULL)$$, 'JQ006', NULL, 'enqueue_many: run_at NULL');
 SELECT pg_temp.bad($$SELECT jobq.enqueue_many('bad', array_fill('{}'::jsonb, ARRAY[100001]))$$, 'JQ007', NULL,
     'enqueue_many: more than 100000 payloads');
+SELECT pg_temp.bad($$SELECT jobq.enqueue_many('bad', ARRAY['{}']::jsonb[], group_key => '')$$, 'JQ009',
+    'jobq: group_key must be NULL or 1 to 512 characters, got 0 characters', 'enqueue_many: group_key empty');
+SELECT pg_temp.bad($$SELECT jobq.enqueue_many('bad', ARRAY['{}', '{}']::jsonb[], job_keys => ARRAY['a', 'b'], group_key => repeat('g', 513))$$,
+    'JQ009', NULL, 'enqueue_many: group_key of 513 characters (with job_keys)');
 
 -- claim ----------------------------------------------------------------------------
 SELECT pg_temp.bad($$SELECT jobq.claim(NULL::text)$$, 'JQ001', NULL, 'claim: queue NULL');
@@ -149,7 +163,18 @@ SELECT pg_temp.bad($$SELECT jobq.claim('bad', lease => interval '-5 minutes')$$,
 SELECT pg_temp.bad($$SELECT jobq.claim('bad', worker => repeat('w', 300))$$, 'JQ011',
     'jobq: worker must be at most 200 characters, got 300', 'claim: worker of 300 characters');
 
--- complete, complete_many, fail, heartbeat, release ---------------------------------------
+-- take ---------------------------------------------------------------------------------
+SELECT pg_temp.bad($$SELECT jobq.take(NULL)$$, 'JQ001',
+    'jobq: queue must be a queue name of 1 to 128 characters from [A-Za-z0-9_.:-], got NULL', 'take: queue NULL');
+SELECT pg_temp.bad($$SELECT jobq.take('a b')$$, 'JQ001', NULL, 'take: queue ''a b''');
+SELECT pg_temp.bad($$SELECT jobq.take('bad', NULL)$$, 'JQ007', 'jobq: n must be between 0 and 1000, got NULL',
+    'take: n NULL (never "everything")');
+SELECT pg_temp.bad($$SELECT jobq.take('bad', -1)$$, 'JQ007', NULL, 'take: n -1');
+SELECT pg_temp.bad($$SELECT jobq.take('bad', 1001)$$, 'JQ007', NULL, 'take: n 1001');
+SELECT pg_temp.bad($$SELECT jobq.take('bad-rated', NULL)$$, 'JQ007', NULL, 'take: n NULL on a rate-limited queue (no window row recorded)');
+SELECT pg_temp.bad($$SELECT jobq.claim('bad-rated', -1)$$, 'JQ007', NULL, 'claim: n -1 on a rate-limited queue (no window row recorded)');
+
+-- complete, complete_many, fail, heartbeat, release, snooze ------------------------------
 SELECT pg_temp.bad($$SELECT jobq.complete(NULL, gen_random_uuid())$$, 'JQ010', 'jobq: id must not be NULL', 'complete: id NULL');
 SELECT pg_temp.bad($$SELECT jobq.complete(1, NULL)$$, 'JQ010', 'jobq: lease_token must not be NULL', 'complete: lease_token NULL');
 SELECT pg_temp.bad($$SELECT jobq.fail(NULL, 'e', gen_random_uuid())$$, 'JQ010', 'jobq: id must not be NULL', 'fail: id NULL');
@@ -166,6 +191,14 @@ SELECT pg_temp.bad($$SELECT jobq.heartbeat(c.id, c.lease_token, interval '2 days
     'JQ008', NULL, 'heartbeat: extend 2 days');
 SELECT pg_temp.bad($$SELECT jobq.release(NULL, gen_random_uuid())$$, 'JQ010', NULL, 'release: id NULL');
 SELECT pg_temp.bad($$SELECT jobq.release(1, NULL)$$, 'JQ010', NULL, 'release: lease_token NULL');
+SELECT pg_temp.bad($$SELECT jobq.snooze(NULL, gen_random_uuid(), now())$$, 'JQ010', 'jobq: id must not be NULL', 'snooze: id NULL');
+SELECT pg_temp.bad($$SELECT jobq.snooze(1, NULL, now())$$, 'JQ010', 'jobq: lease_token must not be NULL', 'snooze: lease_token NULL');
+SELECT pg_temp.bad($$SELECT jobq.snooze(c.id, c.lease_token, NULL) FROM (SELECT id, lease_token FROM jobq._job WHERE worker = 'holder') AS c$$,
+    'JQ006', 'jobq: run_at must be a finite time within 10 years of now, got NULL', 'snooze: run_at NULL (even with the right token)');
+SELECT pg_temp.bad($$SELECT jobq.snooze(c.id, c.lease_token, 'infinity') FROM (SELECT id, lease_token FROM jobq._job WHERE worker = 'holder') AS c$$,
+    'JQ006', NULL, 'snooze: run_at infinity');
+SELECT pg_temp.bad($$SELECT jobq.snooze(c.id, c.lease_token, now() + interval '11 years') FROM (SELECT id, lease_token FROM jobq._job WHERE worker = 'holder') AS c$$,
+    'JQ006', NULL, 'snooze: run_at 11 years ahead');
 SELECT pg_temp.bad($$SELECT jobq.complete_many(ARRAY[1, 2]::bigint[], ARRAY[gen_random_uuid()])$$, 'JQ010',
     'jobq: ids and lease_tokens must be arrays of the same length', 'complete_many: length mismatch');
 SELECT pg_temp.bad($$SELECT jobq.complete_many(NULL, ARRAY[gen_random_uuid()])$$, 'JQ010', NULL, 'complete_many: ids NULL');
@@ -188,6 +221,30 @@ SELECT pg_temp.bad($$SELECT jobq.retry_dead(NULL)$$, 'JQ001', NULL, 'retry_dead:
 SELECT pg_temp.bad($$SELECT jobq.retry_dead('')$$, 'JQ001', NULL, 'retry_dead: queue empty');
 SELECT pg_temp.bad($$SELECT jobq.configure_queue(NULL, max_attempts => 3)$$, 'JQ001', NULL, 'configure_queue: queue NULL');
 SELECT pg_temp.bad($$SELECT jobq.configure_queue('bad', lease => interval '0 s')$$, 'JQ012', NULL, 'configure_queue: lease 0 s');
+SELECT pg_temp.bad($$SELECT jobq.configure_queue('bad', concurrency => -1)$$, 'JQ012',
+    'jobq: setting concurrency is out of range', 'configure_queue: concurrency -1');
+SELECT pg_temp.bad($$SELECT jobq.configure_queue('bad', concurrency => 10001)$$, 'JQ012',
+    'jobq: setting concurrency is out of range', 'configure_queue: concurrency 10001');
+SELECT pg_temp.bad($$SELECT jobq.configure_queue('bad', rate_limit => -5)$$, 'JQ012',
+    'jobq: setting rate_limit is out of range', 'configure_queue: rate_limit -5');
+SELECT pg_temp.bad($$SELECT jobq.configure_queue('bad', rate_limit => 1000001)$$, 'JQ012',
+    'jobq: setting rate_limit is out of range', 'configure_queue: rate_limit 1000001');
+SELECT pg_temp.bad($$SELECT jobq.configure_queue('bad', rate_limit => 5, rate_interval => interval '500 ms')$$, 'JQ012',
+    'jobq: setting rate_interval is out of range', 'configure_queue: rate_interval 500 ms (rate_limit not set either)');
+SELECT pg_temp.bad($$SELECT jobq.configure_queue('bad', rate_interval => interval '2 days')$$, 'JQ012',
+    'jobq: setting rate_interval is out of range', 'configure_queue: rate_interval 2 days');
+SELECT pg_temp.bad($$SELECT jobq.configure_queue('bad-rated', concurrency => 0, rate_interval => interval '0 s')$$, 'JQ012', NULL,
+    'configure_queue: a bad rate_interval keeps the concurrency limit that 0 would have removed');
+SELECT pg_temp.bad($$SELECT jobq.pause(NULL)$$, 'JQ001', NULL, 'pause: queue NULL');
+SELECT pg_temp.bad($$SELECT jobq.pause('a b')$$, 'JQ001', NULL, 'pause: queue ''a b''');
+SELECT pg_temp.bad($$SELECT jobq.resume('')$$, 'JQ001', NULL, 'resume: queue empty');
+SELECT pg_temp.bad($$SELECT jobq.enqueue_periodic(NULL)$$, 'JQ016',
+    'jobq: name must be 1 to 64 characters from [A-Za-z0-9_.:-], got NULL', 'enqueue_periodic: name NULL');
+SELECT pg_temp.bad($$SELECT jobq.enqueue_periodic('a b')$$, 'JQ016',
+    'jobq: name must be 1 to 64 characters from [A-Za-z0-9_.:-], got ''a b''', 'enqueue_periodic: name with a space');
+SELECT pg_temp.bad($$SELECT jobq.enqueue_periodic(repeat('n', 65))$$, 'JQ016', NULL, 'enqueue_periodic: name of 65 characters');
+SELECT pg_temp.bad($$SELECT jobq.enqueue_periodic('no-such-job')$$, 'JQ016',
+    'jobq: no periodic job named ''no-such-job''', 'enqueue_periodic: unknown name');
 SELECT pg_temp.bad($$SELECT jobq.reset_queue('a b')$$, 'JQ001', NULL, 'reset_queue: queue ''a b''');
 SELECT pg_temp.bad($$SELECT jobq.next_run_at(NULL)$$, 'JQ001', NULL, 'next_run_at: queues NULL');
 SELECT pg_temp.bad($$SELECT jobq.next_run_at('{}')$$, 'JQ001', NULL, 'next_run_at: queues empty');
@@ -197,6 +254,13 @@ SELECT pg_temp.noop($$SELECT jobq.complete(-1, gen_random_uuid())$$, 'false', 'c
 SELECT pg_temp.noop($$SELECT jobq.fail(-1, 'e', gen_random_uuid())$$, 'false', 'fail of an unknown id returns false');
 SELECT pg_temp.noop($$SELECT jobq.heartbeat(-1, gen_random_uuid())$$, 'false', 'heartbeat of an unknown id returns false');
 SELECT pg_temp.noop($$SELECT jobq.release(-1, gen_random_uuid())$$, 'false', 'release of an unknown id returns false');
+SELECT pg_temp.noop($$SELECT jobq.snooze(-1, gen_random_uuid(), now())$$, 'false', 'snooze of an unknown id returns false');
+SELECT pg_temp.noop($$SELECT jobq.snooze(c.id, gen_random_uuid(), now()) FROM (SELECT id FROM jobq._job WHERE worker = 'holder') AS c$$,
+    'false', 'snooze with a wrong lease token returns false');
+SELECT pg_temp.noop($$SELECT jobq.resume('no-such-queue')$$, 'false', 'resume of an unknown queue returns false');
+SELECT pg_temp.noop($$SELECT jobq.resume('bad')$$, 'false', 'resume of a queue that is not paused returns false');
+SELECT pg_temp.noop($$SELECT count(*) FROM jobq.take('no-such-queue', 1000)$$, '0', 'take of an unknown queue returns no rows');
+SELECT pg_temp.noop($$SELECT count(*) FROM jobq.take('bad', 0)$$, '0', 'take with n = 0 returns no rows');
 SELECT pg_temp.noop($$SELECT jobq.cancel(-1)$$, 'false', 'cancel of an unknown id returns false');
 SELECT pg_temp.noop($$SELECT jobq.retry(-1)$$, 'false', 'retry of an unknown id returns false');
 SELECT pg_temp.noop($$SELECT jobq.complete_many(ARRAY[-1, -2]::bigint[], ARRAY[gen_random_uuid(), gen_random_uuid()])$$, '0',

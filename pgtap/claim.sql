@@ -1,6 +1,8 @@
 -- jobq.claim(): ordering, scheduling, batch size, leases, attempts, worker.
+-- Since 0.2.0 a claim stamps started_at with the clock time of the claim
+-- (clock_timestamp(), not the transaction start) and leases from it.
 BEGIN;
-SELECT plan(38);
+SELECT plan(40);
 
 CREATE TEMP TABLE t (name text PRIMARY KEY, id bigint);
 INSERT INTO t VALUES
@@ -39,8 +41,12 @@ SELECT is((SELECT array_agg(DISTINCT attempts) FROM c1), ARRAY[1], 'claim counts
 SELECT is((SELECT array_agg(DISTINCT worker) FROM c1), ARRAY['w1'], 'the returned rows carry the worker');
 SELECT is((SELECT count(DISTINCT lease_token)::int FROM c1 WHERE lease_token IS NOT NULL), 5,
           'each claimed job gets its own lease token');
-SELECT is((SELECT array_agg(DISTINCT lease_expires_at) FROM c1), ARRAY[now() + interval '5 minutes'],
-          'the default lease is 5 minutes');
+SELECT is((SELECT array_agg(DISTINCT c1.lease_expires_at - j.started_at) FROM c1 JOIN jobq._job AS j USING (id)),
+          ARRAY[interval '5 minutes'], 'the default lease is 5 minutes from the claim''s start');
+SELECT is((SELECT count(DISTINCT j.started_at)::int FROM c1 JOIN jobq._job AS j USING (id)), 1,
+          'the jobs of one claim share one started_at');
+SELECT ok((SELECT min(j.started_at) FROM c1 JOIN jobq._job AS j USING (id)) BETWEEN now() AND clock_timestamp(),
+          'started_at is the clock time of the claim (not before the transaction, not in the future)');
 SELECT results_eq(
     $$SELECT c1.queue, c1.payload, c1.priority, c1.max_attempts, c1.run_at, c1.created_at, c1.job_key, c1.last_error
       FROM c1 WHERE c1.id = (SELECT id FROM t WHERE name = 'b')$$,
@@ -49,7 +55,8 @@ SELECT results_eq(
 SELECT set_eq(
     $$SELECT id, status, attempts, worker, lease_token, lease_expires_at, started_at FROM jobq._job
       WHERE id IN (SELECT id FROM c1)$$,
-    $$SELECT id, 'running'::text AS status, 1 AS attempts, 'w1'::text AS worker, lease_token, lease_expires_at, now() AS started_at FROM c1$$,
+    $$SELECT id, 'running'::text AS status, 1 AS attempts, 'w1'::text AS worker, lease_token, lease_expires_at,
+             lease_expires_at - interval '5 minutes' AS started_at FROM c1$$,
     'the table records running, attempts, worker, the same lease token and expiry, started_at');
 
 SELECT is_empty($$SELECT * FROM jobq.claim('q', 10)$$, 'running and scheduled jobs are not claimed again');
@@ -81,10 +88,12 @@ DO $$ BEGIN
     PERFORM jobq.configure_queue('short', lease => interval '30 seconds');
     PERFORM jobq.enqueue_many('short', ARRAY['{}', '{}']::jsonb[]);
 END $$;
-SELECT is((SELECT lease_expires_at FROM jobq.claim('short')), now() + interval '30 seconds',
-          'the queue''s lease setting applies');
-SELECT is((SELECT lease_expires_at FROM jobq.claim('short', lease => interval '10 minutes')),
-          now() + interval '10 minutes', 'an explicit lease overrides the queue setting');
+CREATE TEMP TABLE sh AS SELECT 1 AS k, * FROM jobq.claim('short');
+INSERT INTO sh SELECT 2, * FROM jobq.claim('short', lease => interval '10 minutes');
+SELECT is((SELECT sh.lease_expires_at - j.started_at FROM sh JOIN jobq._job AS j USING (id) WHERE k = 1),
+          interval '30 seconds', 'the queue''s lease setting applies');
+SELECT is((SELECT sh.lease_expires_at - j.started_at FROM sh JOIN jobq._job AS j USING (id) WHERE k = 2),
+          interval '10 minutes', 'an explicit lease overrides the queue setting');
 
 -- attempts increment across claims
 INSERT INTO t SELECT 'again', jobq.enqueue('again', '{}');
@@ -108,17 +117,17 @@ END $$;
 CREATE TEMP TABLE m AS SELECT row_number() OVER () AS ord, c.* FROM jobq.claim(ARRAY['mq_a', 'mq_b'], 3, 'mw') AS c;
 SELECT is(ARRAY(SELECT payload->>'n' FROM m ORDER BY ord), ARRAY['b1', 'a2', 'b2'],
           'a multi-queue claim takes the globally most urgent jobs, in order');
-SELECT is((SELECT lease_expires_at FROM m WHERE payload->>'n' = 'a2'), now() + interval '45 seconds',
-          'a multi-queue claim uses each queue''s own lease (mq_a: 45 s)');
-SELECT is((SELECT lease_expires_at FROM m WHERE payload->>'n' = 'b1'), now() + interval '5 minutes',
-          'a multi-queue claim uses each queue''s own lease (mq_b: default 5 min)');
+SELECT is((SELECT m.lease_expires_at - j.started_at FROM m JOIN jobq._job AS j USING (id) WHERE m.payload->>'n' = 'a2'),
+          interval '45 seconds', 'a multi-queue claim uses each queue''s own lease (mq_a: 45 s)');
+SELECT is((SELECT m.lease_expires_at - j.started_at FROM m JOIN jobq._job AS j USING (id) WHERE m.payload->>'n' = 'b1'),
+          interval '5 minutes', 'a multi-queue claim uses each queue''s own lease (mq_b: default 5 min)');
 SELECT is((SELECT status FROM jobq._job WHERE payload->>'n' = 'c1'), 'ready',
           'a queue not listed is not claimed from');
 SELECT is(ARRAY(SELECT payload->>'n' FROM jobq.claim(ARRAY['mq_b', 'mq_a'], 5)), ARRAY['a1'],
           'the remaining job is claimed next');
 SELECT is((SELECT array_agg(payload->>'n') FROM jobq.claim(ARRAY['mq_c'], 1, lease => interval '2 seconds')),
           ARRAY['c1'], 'a one-element queue array works like claim(text)');
-SELECT is((SELECT lease_expires_at FROM jobq._job WHERE payload->>'n' = 'c1'), now() + interval '2 seconds',
+SELECT is((SELECT lease_expires_at - started_at FROM jobq._job WHERE payload->>'n' = 'c1'), interval '2 seconds',
           'lease override applies in multi-queue claim');
 
 -- A queue named twice counts once: n jobs still come back.

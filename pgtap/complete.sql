@@ -1,6 +1,6 @@
 -- jobq.complete() / jobq.complete_many(): acknowledge, archive, fence.
 BEGIN;
-SELECT plan(27);
+SELECT plan(28);
 
 DO $$ BEGIN
     PERFORM jobq.enqueue('c', jsonb_build_object('i', g), job_key => 'key' || g) FROM generate_series(1, 6) AS g;
@@ -17,9 +17,15 @@ SELECT results_eq(
     $$SELECT a.queue, a.payload, a.status, a.attempts, a.max_attempts, a.job_key, a.worker, a.last_error,
              a.created_at, a.started_at, a.finished_at, a.prune_after
       FROM jobq._job_archive AS a WHERE a.id = (SELECT id FROM cl WHERE ord = 1)$$,
-    $$VALUES ('c'::text, '{"i": 1}'::jsonb, 'completed'::text, 1, 25, 'key1'::text, 'w1'::text, NULL::text,
-              now(), now(), now(), now() + interval '1 day')$$,
-    'the archive keeps the completed job with its data, finished_at and prune_after = now + retention (1 day)');
+    $$SELECT 'c'::text, '{"i": 1}'::jsonb, 'completed'::text, 1, 25, 'key1'::text, 'w1'::text, NULL::text,
+              now(), cl.lease_expires_at - interval '5 minutes',
+              (SELECT a.finished_at FROM jobq._job_archive AS a WHERE a.id = cl.id),
+              (SELECT a.finished_at FROM jobq._job_archive AS a WHERE a.id = cl.id) + interval '1 day'
+      FROM cl WHERE ord = 1$$,
+    'the archive keeps the completed job with its data, and prune_after = finished_at + retention (1 day)');
+SELECT ok((SELECT a.finished_at BETWEEN now() AND clock_timestamp() FROM jobq._job_archive AS a
+           WHERE a.id = (SELECT id FROM cl WHERE ord = 1)),
+          'finished_at is the clock when complete ran (within this transaction)');
 SELECT is((SELECT status FROM jobq.jobs WHERE id = (SELECT id FROM cl WHERE ord = 1)), 'completed',
           'jobq.jobs shows it as completed');
 
@@ -81,7 +87,7 @@ SELECT is((SELECT count(*)::int FROM jobq.jobs WHERE id = (SELECT id FROM nh)), 
 DO $$ BEGIN PERFORM jobq.configure_queue('hist', retention => interval '7 days'); PERFORM jobq.enqueue('hist', '{}'); END $$;
 CREATE TEMP TABLE h AS SELECT * FROM jobq.claim('hist');
 SELECT ok(jobq.complete((SELECT id FROM h), (SELECT lease_token FROM h)), 'complete in a queue with retention 7 days');
-SELECT is((SELECT prune_after FROM jobq._job_archive WHERE id = (SELECT id FROM h)), now() + interval '7 days',
+SELECT is((SELECT prune_after - finished_at FROM jobq._job_archive WHERE id = (SELECT id FROM h)), interval '7 days',
           'prune_after follows the queue''s retention');
 
 -- stats

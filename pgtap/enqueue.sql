@@ -1,6 +1,6 @@
 -- jobq.enqueue(): one job per call, defaults, options, queue settings.
 BEGIN;
-SELECT plan(27);
+SELECT plan(28);
 
 CREATE TEMP TABLE t (name text PRIMARY KEY, id bigint);
 
@@ -8,11 +8,11 @@ INSERT INTO t VALUES ('plain', jobq.enqueue('emails', '{"to": "a@example.com"}')
 SELECT isnt((SELECT id FROM t WHERE name = 'plain'), NULL, 'enqueue returns an id');
 SELECT results_eq(
     $$SELECT queue, payload, status, priority::int, attempts, max_attempts, run_at, created_at,
-             job_key, lease_token, lease_expires_at, worker, last_error, started_at
+             job_key, lease_token, lease_expires_at, worker, last_error, started_at, group_key
       FROM jobq._job WHERE id = (SELECT id FROM t WHERE name = 'plain')$$,
     $$VALUES ('emails'::text, '{"to": "a@example.com"}'::jsonb, 'ready'::text, 0, 0, 25, now(), now(),
-              NULL::text, NULL::uuid, NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz)$$,
-    'defaults: ready now, priority 0, 0 attempts, max_attempts 25, no key, no lease');
+              NULL::text, NULL::uuid, NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::text)$$,
+    'defaults: ready now, priority 0, 0 attempts, max_attempts 25, no key, no lease, no group');
 SELECT is((SELECT count(*)::int FROM jobq._job), 1, 'exactly one row was added');
 SELECT is((SELECT count(*)::int FROM jobq._job_archive), 0, 'enqueue does not touch the archive');
 
@@ -31,6 +31,9 @@ SELECT is((SELECT status FROM jobq.jobs WHERE id = (SELECT id FROM t WHERE name 
           'a job with a future run_at shows as scheduled');
 
 INSERT INTO t VALUES ('named', jobq.enqueue(queue => 'named', payload => '{}', job_key => 'k', priority => 5));
+INSERT INTO t VALUES ('grouped', jobq.enqueue('named', '{}', group_key => repeat('g', 512)));
+SELECT is((SELECT group_key FROM jobq._job WHERE id = (SELECT id FROM t WHERE name = 'grouped')), repeat('g', 512),
+          'a 512-character group_key is stored');
 SELECT results_eq(
     $$SELECT priority::int, job_key, run_at FROM jobq._job WHERE id = (SELECT id FROM t WHERE name = 'named')$$,
     $$VALUES (5, 'k'::text, now())$$,

@@ -102,11 +102,15 @@ SELECT is((SELECT run_at FROM jobq._job WHERE id = (SELECT id FROM t WHERE name 
           'the delay is capped at the queue''s backoff_cap');
 UPDATE jobq._job SET run_at = now(), attempts = 29 WHERE id = (SELECT id FROM t WHERE name = 'tuned');
 CREATE TEMP TABLE c8 AS SELECT * FROM jobq.claim('tuned');
-SELECT ok(jobq.fail((SELECT id FROM c8), repeat('x', 20000), (SELECT lease_token FROM c8)), 'final failure with a 20000-character error');
+SELECT ok(jobq.fail((SELECT id FROM c8), repeat('h', 5000) || repeat('x', 10000) || 'ValueError: the end',
+                    (SELECT lease_token FROM c8)), 'final failure with a 15019-character error');
 SELECT results_eq(
-    $$SELECT status, prune_after, char_length(last_error) FROM jobq._job_archive WHERE id = (SELECT id FROM t WHERE name = 'tuned')$$,
-    $$VALUES ('dead'::text, now() + interval '2 days', 10000)$$,
-    'dead_retention sets prune_after; the error is truncated to 10000 characters');
+    $$SELECT status, prune_after - finished_at, char_length(last_error) <= 10000,
+             left(last_error, 2000) = repeat('h', 2000), right(last_error, 19) = 'ValueError: the end',
+             last_error LIKE '%[… 5119 characters cut …]%'
+      FROM jobq._job_archive WHERE id = (SELECT id FROM t WHERE name = 'tuned')$$,
+    $$VALUES ('dead'::text, interval '2 days', true, true, true, true)$$,
+    'dead_retention sets prune_after; a long error keeps its head and its tail (the exception) within 10000 characters');
 
 SELECT * FROM finish();
 ROLLBACK;

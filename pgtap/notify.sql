@@ -3,7 +3,7 @@
 -- (unchanged) is pointed at a spy pg_notify() for the length of this
 -- rolled-back transaction, and the exact calls are counted.
 BEGIN;
-SELECT plan(26);
+SELECT plan(43);
 
 -- the trigger definition
 SELECT has_trigger('jobq', '_job', '_900_notify_worker', 'jobq._job has the notify trigger');
@@ -109,11 +109,65 @@ SELECT ok(jobq.release((SELECT id FROM rel), (SELECT lease_token FROM rel)), 're
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'zeta'::text)$$,
                   'release notifies the job''s queue');
 
+-- 0.2.0: finishing a job of a serial group or a concurrency-limited queue
+-- frees a slot, so it wakes that queue (once per statement); other queues
+-- stay quiet. resume() wakes the queue it un-pauses.
+ALTER FUNCTION jobq._finish(bigint[], uuid[], text, text) SET search_path = jobq_spy, pg_catalog, pg_temp;
+ALTER FUNCTION jobq.resume(text) SET search_path = jobq_spy, pg_catalog, pg_temp;
+ALTER FUNCTION jobq.pause(text) SET search_path = jobq_spy, pg_catalog, pg_temp;
+DO $$ BEGIN
+    PERFORM jobq.enqueue('plain', '{}');
+    PERFORM jobq.enqueue('grp', '{}', group_key => 'g' || g) FROM generate_series(1, 3) AS g;
+    PERFORM jobq.configure_queue('lim', concurrency => 5);
+    PERFORM jobq.enqueue_many('lim', ARRAY['{}', '{}', '{}']::jsonb[], max_attempts => 1);
+END $$;
+CREATE TEMP TABLE held AS SELECT * FROM jobq.claim(ARRAY['plain', 'grp', 'lim'], 10, 'w');
+SELECT is((SELECT count(*)::int FROM held), 7, 'setup: 1 plain, 3 grouped and 3 limited jobs claimed');
+
+TRUNCATE jobq_spy.calls;
+SELECT ok(jobq.complete(h.id, h.lease_token), 'complete a plain job') FROM held AS h WHERE h.queue = 'plain';
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'completing a job of a plain queue notifies nothing');
+
+TRUNCATE jobq_spy.calls;
+SELECT is(jobq.complete_many(array_agg(h.id), array_agg(h.lease_token)), 3, 'complete three grouped jobs in one call')
+FROM held AS h WHERE h.queue = 'grp';
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'grp'::text)$$,
+                  'completing serial-group jobs wakes their queue, once per statement');
+
+TRUNCATE jobq_spy.calls;
+SELECT ok(jobq.complete(h.id, h.lease_token), 'complete a job of a concurrency-limited queue')
+FROM held AS h WHERE h.queue = 'lim' ORDER BY h.id LIMIT 1;
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'lim'::text)$$,
+                  'completing a job of a concurrency-limited queue wakes the queue');
+
+TRUNCATE jobq_spy.calls;
+SELECT ok(jobq.fail(h.id, 'x', h.lease_token), 'fail (dead-letter) a job of a concurrency-limited queue')
+FROM held AS h WHERE h.queue = 'lim' ORDER BY h.id DESC LIMIT 1;
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls WHERE payload = 'lim'), 1,
+          'a dead-lettered job of a concurrency-limited queue wakes the queue');
+
+TRUNCATE jobq_spy.calls;
+SELECT ok(jobq.pause('lim'), 'pause a queue');
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'pause notifies nothing');
+SELECT ok(jobq.resume('lim'), 'resume it');
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'lim'::text)$$,
+                  'resume wakes the queue');
+TRUNCATE jobq_spy.calls;
+SELECT ok(NOT jobq.resume('lim'), 'resume of a queue that is not paused returns false');
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'and notifies nothing');
+
+TRUNCATE jobq_spy.calls;
+SELECT jobq.enqueue('grp', '{}', group_key => 'taken');
+TRUNCATE jobq_spy.calls;
+SELECT is((SELECT count(*)::int FROM jobq.take('grp')), 1, 'take a grouped job');
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'grp'::text)$$,
+                  'take of a serial-group job wakes its queue (delivered when the taking transaction commits)');
+
 -- over the whole file: only channel jobq, only queue names, never a job payload
 SELECT cmp_ok((SELECT count(*)::int FROM jobq_spy.log), '>=', 10, 'the spy saw every notification of this file');
 SELECT is_empty($$SELECT channel, payload FROM jobq_spy.log
                   WHERE channel <> 'jobq'
-                     OR payload NOT IN ('alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta')$$,
+                     OR payload NOT IN ('alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'plain', 'grp', 'lim')$$,
                 'every notification was on channel jobq with a queue name as payload, never a job payload');
 
 SELECT * FROM finish();

@@ -1,7 +1,7 @@
 -- Least privilege: jobq_producer enqueues, jobq_worker works jobs,
 -- jobq_admin does everything, PUBLIC gets nothing.
 BEGIN;
-SELECT plan(45);
+SELECT plan(61);
 
 CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
 
@@ -9,10 +9,12 @@ CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
 CREATE TEMP TABLE api (sig text, producer boolean, worker boolean);
 INSERT INTO api VALUES
     ('jobq.version()', true, true),
-    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text)', true, false),
-    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[])', true, false),
+    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text)', true, false),
+    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text)', true, false),
     ('jobq.claim(text,integer,text,interval)', false, true),
     ('jobq.claim(text[],integer,text,interval)', false, true),
+    ('jobq.take(text,integer)', false, true),
+    ('jobq.snooze(bigint,uuid,timestamp with time zone)', false, true),
     ('jobq.complete(bigint,uuid)', false, true),
     ('jobq.complete_many(bigint[],uuid[])', false, true),
     ('jobq.fail(bigint,text,uuid,timestamp with time zone)', false, true),
@@ -24,10 +26,15 @@ INSERT INTO api VALUES
     ('jobq.retry_dead(text)', false, false),
     ('jobq.cancel(bigint)', false, false),
     ('jobq.prune(integer)', false, false),
-    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer)', false, false),
+    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval)', false, false),
     ('jobq.reset_queue(text)', false, false),
+    ('jobq.pause(text)', false, false),
+    ('jobq.resume(text)', false, false),
     ('jobq.schedule_maintenance(text,text)', false, false),
-    ('jobq.unschedule_maintenance()', false, false);
+    ('jobq.unschedule_maintenance()', false, false),
+    ('jobq.every(text,text,text,jsonb,integer,integer)', false, false),
+    ('jobq.unschedule(text)', false, false),
+    ('jobq.enqueue_periodic(text)', false, false);
 
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
@@ -39,7 +46,7 @@ SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_worker', p.oid, 'EXECUTE')$$,
               $$SELECT sig FROM api WHERE worker$$,
-              'jobq_worker may execute exactly version, claim, complete, complete_many, fail, heartbeat, release, reap, next_run_at');
+              'jobq_worker may execute exactly version, claim, take, complete, complete_many, fail, heartbeat, release, snooze, reap, next_run_at');
 SELECT set_has($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                  WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_admin', p.oid, 'EXECUTE')$$,
                $$SELECT sig FROM api$$, 'jobq_admin may execute every public function');
@@ -53,8 +60,14 @@ SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 'producers and workers may execute no private helper');
 SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq_producer', ARRAY[]::text[],
                           'function_privs_are: jobq_producer has no privilege on claim(text, ...)');
-SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text'],
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text'],
                           'jobq_worker', ARRAY[]::text[], 'function_privs_are: jobq_worker has no privilege on enqueue');
+SELECT function_privs_are('jobq', 'take', ARRAY['text', 'integer'], 'jobq_worker', ARRAY['EXECUTE'],
+                          'function_privs_are: jobq_worker may execute take');
+SELECT function_privs_are('jobq', 'pause', ARRAY['text'], 'jobq_worker', ARRAY[]::text[],
+                          'function_privs_are: jobq_worker has no privilege on pause');
+SELECT function_privs_are('jobq', 'enqueue_periodic', ARRAY['text'], 'jobq_producer', ARRAY[]::text[],
+                          'function_privs_are: jobq_producer has no privilege on enqueue_periodic');
 
 -- tables, views, sequence, schema -------------------------------------------------------------
 SELECT is_empty($$SELECT r.role, c.oid::regclass::text FROM pg_catalog.pg_class AS c,
@@ -105,7 +118,15 @@ SELECT is(pg_temp.as_role('jobq_producer', $$SELECT current_user$$), 'jobq_produ
 SELECT is(current_user::text, session_user::text, 'and switches back');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[])$$), '2',
           'jobq_producer: enqueue_many works');
-SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.1.0', 'jobq_producer: version works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.2.0', 'jobq_producer: version works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('privg', ARRAY['{}', '{}']::jsonb[], group_key => 'g')$$), '2',
+          'jobq_producer: enqueue_many with a group_key works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.enqueue('privg', '{}', group_key => 'g') IS NOT NULL$$), 'true',
+          'jobq_producer: enqueue with a group_key works');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.take(''priv'')')$$, '42501', NULL,
+                 'jobq_producer: take is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT jobq.pause(''priv'')')$$, '42501', NULL,
+                 'jobq_producer: pause is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.claim(''priv'')')$$, '42501', NULL,
                  'jobq_producer: claim is denied (42501)');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT jobq.complete(1, gen_random_uuid())')$$, '42501', NULL,
@@ -126,6 +147,17 @@ SELECT is(pg_temp.as_role('jobq_worker',
           'jobq_worker: complete works');
 SELECT is(pg_temp.as_role('jobq_worker', $$SELECT jobq.reap()$$), '0', 'jobq_worker: reap works');
 SELECT is(pg_temp.as_role('jobq_worker', $$SELECT jobq.next_run_at(ARRAY['priv'])$$), NULL, 'jobq_worker: next_run_at works');
+SELECT is(pg_temp.as_role('jobq_worker',
+              $$SELECT jobq.snooze(c.id, c.lease_token, now() + interval '1 hour') FROM jobq.claim('privg', 1, 'w') AS c$$), 'true',
+          'jobq_worker: snooze works');
+SELECT is(pg_temp.as_role('jobq_worker', $$SELECT count(*) FROM jobq.take('priv', 5)$$), '0',
+          'jobq_worker: take works (nothing ready: both priv jobs left are running)');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.resume(''priv'')')$$, '42501', NULL,
+                 'jobq_worker: resume is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.enqueue_periodic(''nightly'')')$$, '42501', NULL,
+                 'jobq_worker: enqueue_periodic is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT count(*) FROM jobq._rate_start')$$, '42501', NULL,
+                 'jobq_worker: reading jobq._rate_start is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.enqueue(''priv'', ''{}'')')$$, '42501', NULL,
                  'jobq_worker: enqueue is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.retry_dead(''priv'')')$$, '42501', NULL,
@@ -150,6 +182,13 @@ SELECT is(pg_temp.as_role('jobq_admin', $$SELECT jobq.prune() + jobq.retry_dead(
           'jobq_admin: prune and retry_dead work');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_admin', 'DELETE FROM jobq._job')$$, '42501', NULL,
                  'jobq_admin: deleting from jobq._job directly is denied');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT jobq.pause('priv')::text || jobq.resume('priv')::text$$), 'truetrue',
+          'jobq_admin: pause and resume work');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT (jobq.configure_queue('priv', concurrency => 2, rate_limit => 10)).concurrency$$), '2',
+          'jobq_admin: configure_queue with concurrency and rate_limit works');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT count(*) FROM jobq.schedules$$), '0', 'jobq_admin: reading jobq.schedules works');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_admin', 'DELETE FROM jobq._periodic')$$, '42501', NULL,
+                 'jobq_admin: deleting from jobq._periodic directly is denied');
 
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_nobody', 'SELECT jobq.version()')$$, '42501', NULL,
                  'a role without a jobq role cannot even call version()');

@@ -41,8 +41,11 @@ SELECT is((SELECT count(*)::int FROM jobq._job WHERE id = (SELECT id FROM t WHER
 SELECT results_eq(
     $$SELECT status, payload, attempts, max_attempts, last_error, worker
       FROM jobq._job_archive WHERE id = (SELECT id FROM t WHERE name = 'dead')$$,
-    $$VALUES ('dead'::text, '{"n": "dead"}'::jsonb, 1, 1, 'lease expired and no attempts left'::text, 'reaper-test'::text)$$,
-    'and is dead-lettered with payload, attempts and an explanation');
+    $$VALUES ('dead'::text, '{"n": "dead"}'::jsonb, 1, 1,
+              format(E'lease expired at %s (worker reaper-test)\nno attempts left',
+                     now() - interval '1 minute'),
+              'reaper-test'::text)$$,
+    'and is dead-lettered with payload, attempts and an explanation naming the expiry and the worker');
 SELECT set_eq(
     $$SELECT to_jsonb(j) FROM jobq._job AS j
       WHERE id IN (SELECT id FROM t WHERE name IN ('alive', 'boundary', 'ready', 'scheduled'))$$,

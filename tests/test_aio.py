@@ -15,7 +15,7 @@ import pytest
 import pyqueue
 from pyqueue import aio
 from pyqueue.defaults import LISTEN_APPLICATION_NAME
-from tests.worker_support import backend_pids, job_status, scalar
+from tests.worker_support import backend_pids, job_status, scalar, wait_until
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -117,7 +117,8 @@ def test_async_listen_handler_wakes_on_notify(conn: Conn, dsn: str) -> None:
     assert all(at - enqueued < PICKUP_LIMIT for at in handled.values())
     assert job_status(conn, 1) == "completed"
     assert "RuntimeError: handler failed" in scalar(conn, "SELECT last_error FROM jobq._job WHERE id = 2")
-    assert backend_pids(conn, LISTEN_APPLICATION_NAME) == []
+    # The LISTEN connection is closed (its backend leaves pg_stat_activity shortly after).
+    wait_until(lambda: backend_pids(conn, LISTEN_APPLICATION_NAME) == [], "the LISTEN connection closed")
 
 
 def test_async_iterator_acknowledgements(conn: Conn, dsn: str) -> None:

@@ -394,7 +394,8 @@ def test_worker_runs_handlers_per_queue_concurrently(
     assert scalar(conn, "SELECT count(*) FROM jobq.jobs WHERE status = 'completed'") == 83
     assert "RuntimeError: b failed" in scalar(conn, "SELECT last_error FROM jobq._job WHERE id = %s",
                                               (b_ids[0],))
-    assert backend_pids(conn, WORKER_APPLICATION_NAME) == []  # the pool is closed
+    # The pool is closed (a backend leaves pg_stat_activity shortly after its client).
+    wait_until(lambda: backend_pids(conn, WORKER_APPLICATION_NAME) == [], "the pool's connections closed")
 
 
 def test_worker_stop_finishes_running_jobs_and_releases_queued_ones(
