@@ -67,6 +67,10 @@ lint: venv
 	  esac; \
 	done
 
+# --- numbers: `make bench` (a few minutes), `make bench BENCH_ARGS=--quick` --
+bench: deps venv
+	$(PY) -m pyqueue.bench $(BENCH_ARGS)
+
 # --- for humans: a throwaway server in .tmp/db ---------------------------
 db-start: venv
 	@$(PY) -m pyqueue.localserver start $(CURDIR)/.tmp/db --database jobq

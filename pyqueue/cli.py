@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 
 import pyqueue
-from pyqueue import defaults, demo, schema
+from pyqueue import bench, defaults, demo, schema
 from pyqueue._command import (
     EXIT_FAILED,
     EXIT_OK,
@@ -348,6 +348,13 @@ COMMANDS: list[Command] = [
             "already finished or unknown.",
             configure_cancel, run_cancel),
     demo.COMMAND,
+    Command("bench", "measure throughput and pickup latency against the plain-SQL floor",
+            "Benchmark jobq on a throwaway local server (default) or on --dsn: the floor (plain batched "
+            "INSERT and DELETE ... SKIP LOCKED), jobq through SQL, pyqueue end to end, pickup latency "
+            "p50/p95/p99, scaling from 1 to 32 consumers against a naive FOR UPDATE queue, and with "
+            "--soak a steady load over minutes. Prints a table, writes JSON and a PNG chart "
+            "(bench-results/ by default). Numbers are ratios to the floor measured in the same run.",
+            bench.add_arguments, bench.run, dsn_option=False),
     Command("version", "show the pyqueue and jobq versions",
             "Show the pyqueue package version and the jobq SQL version it ships; with --installed, "
             "also the version installed in the database.",

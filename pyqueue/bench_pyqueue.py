@@ -1,0 +1,335 @@
+"""pyqueue-level workloads of ``pyqueue bench``: end-to-end throughput with
+``pyqueue.Worker`` processes, pickup latency with idle listening workers
+(and the same for the floor queue), and the soak.
+
+Workers run in their own processes with a no-op handler that only counts
+(and, for the latency, reports which job it started when). Both ends of a
+latency read ``time.time()`` on this machine.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from psycopg.types.json import Jsonb
+
+import pyqueue
+from pyqueue import bench_sql
+from pyqueue.bench_config import STEP_TIMEOUT, Config
+from pyqueue.bench_harness import BenchError, Outcome, Role, Run, Signals, Task, progress
+
+ACK_POLL = 0.005  # seconds between looks for the last acknowledgements
+LATENCY_SETTLE = 1.0  # seconds idle workers get to connect and LISTEN before the first job
+LATENCY_POLL_INTERVAL = 30.0  # seconds: the workers' polling fallback, kept out of the way of NOTIFY
+LATENCY_TIMEOUT = 30.0  # seconds to wait for the last latency sample
+LATENCY_SEED = 6  # of the interval jitter, so runs send at the same moments
+SOAK_LOAD = 0.8  # fraction of the measured maximum the soak producer offers
+SOAK_QUOTA_MARGIN = 2.0  # the soak producer may offer up to this many times its planned jobs
+
+Conn = bench_sql.Conn
+
+
+# --- driver loops (run in their own processes) ------------------------------------------------
+
+def run_worker(task: Task, signals: Signals, handler: Callable[[pyqueue.Job], None]) -> None:
+    """Run a pyqueue.Worker on task.queue with ``handler`` until stopped."""
+    worker = pyqueue.Worker(task.dsn, batch_size=task.batch, name=task.worker, **task.options)
+    worker.register(task.queue, handler)
+
+    def stop_when_told() -> None:
+        signals.stop.wait()
+        worker.stop()
+
+    threading.Thread(target=stop_when_told, name="bench-stop", daemon=True).start()
+    signals.ready()
+    worker.run(handle_signals=False)
+
+
+def pyqueue_worker(task: Task, signals: Signals) -> None:
+    """A worker whose handler does nothing but count."""
+
+    def handle(job: pyqueue.Job) -> None:
+        signals.add(1)
+
+    run_worker(task, signals, handle)
+
+
+def latency_worker(task: Task, signals: Signals) -> None:
+    """A worker whose handler reports when it started which job."""
+
+    def handle(job: pyqueue.Job) -> None:
+        signals.sample((int(job.payload["n"]), time.time()))
+        signals.add(1)
+
+    run_worker(task, signals, handle)
+
+
+def pyqueue_producer(task: Task, signals: Signals) -> None:
+    """pyqueue.enqueue_many in batches, as fast as it can or at task.rate jobs/s."""
+    with bench_sql.connect(task.dsn) as conn:
+        signals.ready()
+        done = 0
+        started = time.perf_counter()
+        while done < task.quota and not signals.stopped:
+            size = min(task.batch, task.quota - done)
+            pyqueue.enqueue_many(conn, task.queue, [bench_sql.payload(done + k) for k in range(size)])
+            done += size
+            signals.add(size)
+            if task.rate > 0:
+                ahead = started + done / task.rate - time.perf_counter()
+                if ahead > 0:
+                    signals.stop.wait(ahead)
+
+
+def floor_listener(task: Task, signals: Signals) -> None:
+    """The floor queue's idle worker: LISTEN, and on each notification take
+    jobs one by one with DELETE … SKIP LOCKED, reporting when it got which."""
+    with bench_sql.listening(bench_sql.connect(task.dsn), bench_sql.FLOOR_CHANNEL) as conn:
+        signals.ready()
+        while not signals.stopped:
+            while rows := conn.execute(bench_sql.FLOOR_DRAIN, (1,)).fetchall():
+                signals.sample((int(rows[0][1]["n"]), time.time()))
+                signals.add(1)
+            bench_sql.wait_for_work(conn)
+
+
+def jobq_listener(task: Task, signals: Signals) -> None:
+    """jobq's idle worker by hand, without pyqueue: LISTEN jobq, and on each
+    notification jobq.claim(queue, 1) until empty, reporting when it got
+    which job, completing each right after."""
+    with bench_sql.listening(bench_sql.connect(task.dsn), bench_sql.JOBQ_CHANNEL) as conn:
+        signals.ready()
+        while not signals.stopped:
+            while rows := conn.execute(bench_sql.JOBQ_CLAIM, (task.queue, 1, task.worker)).fetchall():
+                signals.sample((int(rows[0][2]["n"]), time.time()))
+                signals.add(1)
+                conn.execute(bench_sql.JOBQ_COMPLETE, ([rows[0][0]], [rows[0][1]])).fetchone()
+            bench_sql.wait_for_work(conn)
+
+
+# --- end to end ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EndToEnd:
+    """One end-to-end run: when every job was handled, when every job was
+    acknowledged, and the jobq function calls it made (None without
+    track_functions)."""
+
+    handled: Outcome
+    acknowledged: Outcome
+    calls: dict[str, Any] | None
+
+
+def wait_until_acknowledged(conn: Conn, queue: str, deadline: float) -> None:
+    """Block until no job of ``queue`` is left in the live table."""
+    statement = "SELECT EXISTS (SELECT FROM jobq._job WHERE queue = %s)"
+    while conn.execute(statement, (queue,)).fetchone() == (True,):
+        if time.perf_counter() > deadline:
+            raise BenchError(f"jobs of {queue} were still not acknowledged at the deadline")
+        time.sleep(ACK_POLL)
+
+
+def worker_tasks(dsn: str, queue: str, workers: int, config: Config) -> list[Task]:
+    options = {"concurrency": config.worker_concurrency}
+    return [Task(dsn, queue, config.batch, f"worker-{k + 1}", options=options) for k in range(workers)]
+
+
+def end_to_end(dsn: str, conn: Conn, workers: int, config: Config) -> EndToEnd:
+    """One producer (pyqueue.enqueue_many) and ``workers`` pyqueue.Worker
+    processes, started idle; timed from the first enqueue until the last
+    acknowledgement of ``config.jobs`` jobs."""
+    queue = f"{bench_sql.QUEUE_PREFIX}e2e{workers}"
+    producer = Role(pyqueue_producer, [Task(dsn, queue, config.batch, "producer", quota=config.jobs)],
+                    counted=False)
+    consumers = Role(pyqueue_worker, worker_tasks(dsn, queue, workers, config))
+    before = bench_sql.function_stats(conn)
+    with Run([producer, consumers], timeout=STEP_TIMEOUT) as run:
+        handled = run.until_count(config.jobs)
+        wait_until_acknowledged(conn, queue, run.started_at + STEP_TIMEOUT)
+        acknowledged = Outcome(config.jobs, time.perf_counter() - run.started_at)
+    return EndToEnd(handled, acknowledged, bench_sql.function_calls_since(conn, before))
+
+
+# --- pickup latency --------------------------------------------------------------------
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Linear-interpolated percentile of already sorted values."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    position = fraction * (len(sorted_values) - 1)
+    low = int(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def distribution(values_ms: list[float]) -> dict[str, float]:
+    """p50, p95, p99, max and mean of millisecond values."""
+    ordered = sorted(values_ms)
+    return {
+        "p50_ms": round(percentile(ordered, 0.50), 3),
+        "p95_ms": round(percentile(ordered, 0.95), 3),
+        "p99_ms": round(percentile(ordered, 0.99), 3),
+        "max_ms": round(ordered[-1], 3),
+        "mean_ms": round(statistics.fmean(ordered), 3),
+    }
+
+
+def pickups(role: Role, enqueue: Callable[[int], None], config: Config) -> dict[str, Any]:
+    """Start the idle listeners of ``role``, send single jobs one at a time
+    at jittered intervals, and time each from the start of its enqueue call
+    to its handler's start (also split at the enqueue call's return)."""
+    rng = random.Random(LATENCY_SEED)
+    sent: dict[int, tuple[float, float]] = {}
+    timeout = LATENCY_TIMEOUT + config.latency_samples * config.latency_interval * 2
+    with Run([role], timeout=timeout) as run:
+        run.sleep(LATENCY_SETTLE)
+        for k in range(config.latency_samples):
+            before = time.time()
+            enqueue(k)
+            sent[k] = (before, time.time())
+            run.sleep(config.latency_interval * rng.uniform(0.5, 1.5))
+        deadline = time.perf_counter() + LATENCY_TIMEOUT
+        while run.counted() < config.latency_samples:
+            if time.perf_counter() > deadline:
+                raise BenchError(f"only {run.counted()} of {config.latency_samples} latency jobs "
+                                 "were picked up")
+            run.sleep(0.01)
+        started: dict[int, float] = {}
+        for sample in run.drain_samples():
+            number, at = cast("tuple[int, float]", sample)
+            started[number] = at
+    missing = set(sent) - set(started)
+    if missing:
+        raise BenchError(f"{len(missing)} latency jobs reported no handler start")
+    return {
+        **distribution([(started[k] - before) * 1000 for k, (before, _) in sent.items()]),
+        "enqueue_call": distribution([(after - before) * 1000 for before, after in sent.values()]),
+        "after_commit": distribution([(started[k] - after) * 1000 for k, (_, after) in sent.items()]),
+    }
+
+
+def latency_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
+    """Pickup latency, each with ``config.latency_workers`` idle listeners,
+    one job per transaction: pyqueue workers (pyqueue.enqueue); jobq by
+    hand (jobq.enqueue; LISTEN + jobq.claim(q, 1)); and the floor queue
+    (INSERT + NOTIFY; LISTEN + DELETE … SKIP LOCKED)."""
+    queue = f"{bench_sql.QUEUE_PREFIX}latency"
+    options = {"concurrency": 1, "use_listen": True, "poll_interval": LATENCY_POLL_INTERVAL}
+    jobq_role = Role(latency_worker, [Task(dsn, queue, 1, f"listener-{k + 1}", options=options)
+                                      for k in range(config.latency_workers)])
+    def jobq_enqueue(k: int) -> None:
+        pyqueue.enqueue(conn, queue, {"n": k})
+
+    result = pickups(jobq_role, jobq_enqueue, config)
+    progress(f"pickup latency: p50 {result['p50_ms']:.2f} ms, p95 {result['p95_ms']:.2f} ms, "
+             f"p99 {result['p99_ms']:.2f} ms")
+    floor_role = Role(floor_listener, [Task(dsn, "", 1, f"floor-listener-{k + 1}")
+                                       for k in range(config.latency_workers)])
+
+    def floor_enqueue(k: int) -> None:
+        conn.execute(bench_sql.FLOOR_ENQUEUE_ONE, (Jsonb({"n": k}),))
+
+    floor = pickups(floor_role, floor_enqueue, config)
+    progress(f"pickup latency, floor: p50 {floor['p50_ms']:.2f} ms, p99 {floor['p99_ms']:.2f} ms")
+    sql_queue = f"{bench_sql.QUEUE_PREFIX}latency-sql"
+    sql_role = Role(jobq_listener, [Task(dsn, sql_queue, 1, f"sql-listener-{k + 1}")
+                                    for k in range(config.latency_workers)])
+
+    def sql_enqueue(k: int) -> None:
+        conn.execute("SELECT jobq.enqueue(%s, %s)", (sql_queue, Jsonb({"n": k})))
+
+    by_hand = pickups(sql_role, sql_enqueue, config)
+    progress(f"pickup latency, jobq by hand: p50 {by_hand['p50_ms']:.2f} ms, p99 {by_hand['p99_ms']:.2f} ms")
+    return {
+        **result,
+        "samples": config.latency_samples,
+        "workers": config.latency_workers,
+        "interval_ms": round(config.latency_interval * 1000, 1),
+        "wake_up": f"LISTEN/NOTIFY (polling fallback every {LATENCY_POLL_INTERVAL:g} s)",
+        "jobq_sql": by_hand,
+        "floor": floor,
+    }
+
+
+# --- soak ----------------------------------------------------------------------------
+
+SOAK_STATS = """
+SELECT s.n_dead_tup, s.n_live_tup, s.autovacuum_count, s.vacuum_count,
+       pg_relation_size('jobq._job_claim_idx') AS claim_idx_bytes,
+       pg_relation_size('jobq._job') AS table_bytes,
+       (SELECT count(*) FROM jobq._job AS j WHERE j.queue = %s AND j.status = 'ready') AS backlog
+FROM pg_stat_user_tables AS s
+WHERE s.relid = 'jobq._job'::regclass
+"""
+
+
+def soak_stats(conn: Conn, queue: str) -> dict[str, int]:
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    cursor = conn.execute(SOAK_STATS, (queue,))
+    row = cursor.fetchone()
+    if row is None:
+        raise BenchError("pg_stat_user_tables has no row for jobq._job")
+    names = [column.name for column in cursor.description or []]
+    return {name: int(value or 0) for name, value in zip(names, row, strict=True)}
+
+
+def soak_section(dsn: str, conn: Conn, config: Config, e2e_runs: dict[str, Any]) -> dict[str, Any]:
+    """Steady load at SOAK_LOAD of the best end-to-end throughput, with the
+    workers of that run, sampled every config.soak_sample seconds: jobs/s,
+    backlog, dead tuples and size of jobq._job and its claim index."""
+    if config.soak_minutes <= 0:
+        return {"ran": False, "reason": "not requested (pass --soak MINUTES)"}
+    workers_key = max(e2e_runs, key=lambda k: e2e_runs[k]["jobs_per_s"])
+    workers = int(workers_key)
+    maximum = float(e2e_runs[workers_key]["jobs_per_s"])
+    rate = maximum * SOAK_LOAD
+    duration = config.soak_minutes * 60
+    queue = f"{bench_sql.QUEUE_PREFIX}soak"
+    bench_sql.vacuum(conn, "jobq._job")
+    producer = Role(pyqueue_producer, [Task(dsn, queue, config.batch, "producer",
+                                            quota=int(rate * duration * SOAK_QUOTA_MARGIN) + 1, rate=rate)],
+                    counted=False)
+    consumers = Role(pyqueue_worker, worker_tasks(dsn, queue, workers, config))
+    samples: list[dict[str, Any]] = [dict(soak_stats(conn, queue), t_s=0.0, jobs=0, jobs_per_s=0.0)]
+    progress(f"soak: {config.soak_minutes:g} min at {rate:,.0f} jobs/s offered ({SOAK_LOAD:.0%} of "
+             f"{maximum:,.0f}) with {workers} workers")
+    with Run([producer, consumers], timeout=duration + STEP_TIMEOUT) as run:
+        last_count, last_time = 0, run.started_at
+        while (elapsed := time.perf_counter() - run.started_at) < duration - 0.01:
+            run.sleep(min(config.soak_sample, duration - elapsed))
+            count, now = run.counted(), time.perf_counter()
+            done = count - last_count
+            sample = dict(soak_stats(conn, queue), t_s=round(now - run.started_at, 1), jobs=done,
+                          jobs_per_s=round(done / (now - last_time), 1))
+            samples.append(sample)
+            progress(f"soak: t={sample['t_s']:.0f}s {sample['jobs_per_s']:,.0f} jobs/s, "
+                     f"{sample['n_dead_tup']:,} dead tuples, "
+                     f"claim index {sample['claim_idx_bytes'] // 1024:,} kB, backlog {sample['backlog']:,}")
+            last_count, last_time = count, now
+    conn.execute("DELETE FROM jobq._job WHERE queue = %s", (queue,))
+    rates = [s["jobs_per_s"] for s in samples[1:]]
+    return {
+        "ran": True,
+        "minutes": config.soak_minutes,
+        "sample_seconds": config.soak_sample,
+        "workers": workers,
+        "offered_jobs_per_s": round(rate, 1),
+        "load_fraction": SOAK_LOAD,
+        "samples": samples,
+        "summary": {
+            "mean_jobs_per_s": round(statistics.fmean(rates), 1) if rates else 0.0,
+            "min_jobs_per_s": min(rates, default=0.0),
+            "max_jobs_per_s": max(rates, default=0.0),
+            "drift": round((rates[-1] - rates[0]) / rates[0], 3) if len(rates) > 1 and rates[0] > 0 else 0.0,
+            "max_dead_tuples": max(s["n_dead_tup"] for s in samples),
+            "claim_idx_bytes_first": samples[0]["claim_idx_bytes"],
+            "claim_idx_bytes_last": samples[-1]["claim_idx_bytes"],
+            "max_backlog": max(s["backlog"] for s in samples),
+        },
+    }
