@@ -58,13 +58,16 @@ test-pytest:
 lint: venv
 	$(VENV)/bin/ruff check pyqueue tests
 	$(VENV)/bin/mypy
-	@# every full install script alone, every upgrade step after its base script
+	@# every full install script alone, every upgrade step after its base script;
+	@# pgspot must exit 0 and report nothing
 	@set -e; for f in $(wildcard sql/jobq--*.sql); do \
 	  case $$f in \
-	    *--*--*) base=$$(echo $$f | sed 's/--[0-9.]*\.sql$$/.sql/'); echo "pgspot $$base + $$f"; \
-	             $(VENV)/bin/pgspot --summary-only -a $$base $$f | grep -q 'TOTAL: Errors: 0 Warnings: 0 Unknown: 0' ;; \
-	    *) echo "pgspot $$f"; $(VENV)/bin/pgspot --summary-only $$f | grep -q 'Errors: 0 Warnings: 0 Unknown: 0' ;; \
+	    *--*--*) args="-a $$(echo $$f | sed 's/--[0-9.]*\.sql$$/.sql/') $$f" ;; \
+	    *) args=$$f ;; \
 	  esac; \
+	  out=$$($(VENV)/bin/pgspot --summary-only $$args) || { echo "pgspot $$args failed: $$out" >&2; exit 1; }; \
+	  echo "$$out" | tail -n 1 | grep -q 'Errors: 0 Warnings: 0 Unknown: 0' || { echo "pgspot $$args: $$out" >&2; exit 1; }; \
+	  echo "pgspot $$args: clean"; \
 	done
 
 # --- numbers: `make bench` (a few minutes), `make bench BENCH_ARGS=--quick` --

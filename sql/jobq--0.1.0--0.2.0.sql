@@ -2,6 +2,7 @@
 --   * serial groups: jobq._job.group_key, enqueue(…, group_key =>): one running job per group, in enqueue order
 --   * per-queue concurrency limit, rate limit (job starts per interval), pause/resume: new jobq._queue columns
 --   * claim takes its slots under transaction-scoped advisory locks (never waits, cannot leak) — jobq._pick
+--   * the claim path runs generic plans (plan_cache_mode) and _settings is PL/pgSQL: no re-planning per call
 --   * jobq.take(): exactly-once processing inside the caller's transaction
 --   * jobq.snooze(): a worker reschedules its job without spending an attempt
 --   * periodic jobs: jobq.every(), jobq.unschedule(), jobq.enqueue_periodic(), view jobq.schedules (pg_cron)
@@ -130,11 +131,16 @@ $$;
 COMMENT ON FUNCTION jobq._check_read_committed() IS 'Raises JQ015 outside READ COMMITTED isolation.';
 
 CREATE OR REPLACE FUNCTION jobq._settings(p_queue text) RETURNS jobq._queue
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_settings jobq._queue;
+BEGIN
     -- The effective settings of a queue: its overrides over the defaults.
-    -- The defaults live here and only here.
+    -- The defaults live here and only here. (PL/pgSQL, not SQL: a SQL
+    -- function with a SET clause is planned afresh on every call, and every
+    -- enqueue, claim and completion asks for settings.)
     SELECT p_queue,
            coalesce(q.max_attempts, 25),
            coalesce(q.backoff_base, interval '2 seconds'),
@@ -142,15 +148,18 @@ AS $$
            coalesce(q.backoff_jitter, 0.25),
            coalesce(q.lease, interval '5 minutes'),
            coalesce(q.retention, interval '1 day'),
-           q.dead_retention,
+           q.dead_retention,                          -- NULL: dead jobs stay until retried
            coalesce(q.max_payload_bytes, 1048576),
            coalesce(q.updated_at, '-infinity'::timestamptz),
-           q.concurrency,
-           q.rate_limit,
+           q.concurrency,                             -- NULL: no limit
+           q.rate_limit,                              -- NULL: no limit
            CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, interval '1 second') END,
            coalesce(q.paused, false)
+    INTO v_settings
     FROM (SELECT) AS one
-    LEFT JOIN jobq._queue AS q ON q.queue = p_queue
+    LEFT JOIN jobq._queue AS q ON q.queue = p_queue;
+    RETURN v_settings;
+END
 $$;
 
 -- _finish now returns via PL/pgSQL so that it can wake workers.
@@ -159,6 +168,7 @@ CREATE FUNCTION jobq._finish(p_ids bigint[], p_lease_tokens uuid[], p_status tex
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ids bigint[];
@@ -251,6 +261,7 @@ CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now
 RETURNS TABLE (id bigint, lease interval)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_queue record;
@@ -523,6 +534,7 @@ CREATE OR REPLACE FUNCTION jobq.claim(
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ids bigint[];

@@ -460,11 +460,16 @@ COMMENT ON FUNCTION jobq._check_read_committed() IS 'Raises JQ015 outside READ C
 ---------------------------------------------------------------------------
 
 CREATE FUNCTION jobq._settings(p_queue text) RETURNS jobq._queue
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_settings jobq._queue;
+BEGIN
     -- The effective settings of a queue: its overrides over the defaults.
-    -- The defaults live here and only here.
+    -- The defaults live here and only here. (PL/pgSQL, not SQL: a SQL
+    -- function with a SET clause is planned afresh on every call, and every
+    -- enqueue, claim and completion asks for settings.)
     SELECT p_queue,
            coalesce(q.max_attempts, 25),
            coalesce(q.backoff_base, interval '2 seconds'),
@@ -472,15 +477,18 @@ AS $$
            coalesce(q.backoff_jitter, 0.25),
            coalesce(q.lease, interval '5 minutes'),
            coalesce(q.retention, interval '1 day'),
-           q.dead_retention,
+           q.dead_retention,                          -- NULL: dead jobs stay until retried
            coalesce(q.max_payload_bytes, 1048576),
            coalesce(q.updated_at, '-infinity'::timestamptz),
-           q.concurrency,
-           q.rate_limit,
+           q.concurrency,                             -- NULL: no limit
+           q.rate_limit,                              -- NULL: no limit
            CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, interval '1 second') END,
            coalesce(q.paused, false)
+    INTO v_settings
     FROM (SELECT) AS one
-    LEFT JOIN jobq._queue AS q ON q.queue = p_queue
+    LEFT JOIN jobq._queue AS q ON q.queue = p_queue;
+    RETURN v_settings;
+END
 $$;
 COMMENT ON FUNCTION jobq._settings(text) IS 'Effective settings of a queue (overrides from jobq._queue over built-in defaults).';
 
@@ -506,6 +514,7 @@ CREATE FUNCTION jobq._finish(p_ids bigint[], p_lease_tokens uuid[], p_status tex
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ids bigint[];
@@ -638,6 +647,7 @@ CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now
 RETURNS TABLE (id bigint, lease interval)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_queue record;
@@ -910,6 +920,7 @@ CREATE FUNCTION jobq.claim(
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ids bigint[];
