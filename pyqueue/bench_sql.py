@@ -260,11 +260,18 @@ def status_flip_drain(task: Task, signals: Signals, select: str) -> None:
             except psycopg.errors.DeadlockDetected:
                 signals.incident()
                 continue
-            if rows:
-                conn.execute(NAIVE_DONE, ([r[0] for r in rows],))
-                signals.add(len(rows))
-            else:
+            if not rows:
                 wait_for_work(conn)
+                continue
+            # Deleting the finished jobs can deadlock too (with claimers that
+            # wait on those rows); counted, then retried until it goes through.
+            while True:
+                try:
+                    conn.execute(NAIVE_DONE, ([r[0] for r in rows],))
+                    break
+                except psycopg.errors.DeadlockDetected:
+                    signals.incident()
+            signals.add(len(rows))
 
 
 # --- measurements ----------------------------------------------------------------
