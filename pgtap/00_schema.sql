@@ -2,7 +2,7 @@
 -- DEFINER only where intended, pinned search_path (and lock_timeout on the
 -- claim and worker functions) and a comment everywhere.
 BEGIN;
-SELECT plan(114);
+SELECT plan(115);
 
 -- objects ------------------------------------------------------------------
 SELECT has_schema('jobq', 'schema jobq exists');
@@ -242,8 +242,8 @@ SELECT is_empty(
       WHERE p.pronamespace = 'jobq'::regnamespace AND c LIKE 'lock\_timeout=%' AND c <> 'lock_timeout=5s'$$,
     'no jobq function pins another lock_timeout');
 SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq.claim(text[],integer,text,interval)'::regprocedure),
-          ARRAY['search_path=pg_catalog, pg_temp', 'lock_timeout=5s', 'plan_cache_mode=force_generic_plan'],
-          'claim(text[]) pins exactly search_path, lock_timeout and generic plans (no statement_timeout that a long claim could trip)');
+          ARRAY['search_path=pg_catalog, pg_temp', 'lock_timeout=5s', 'plan_cache_mode=force_generic_plan', 'jit=off'],
+          'claim(text[]) pins exactly search_path, lock_timeout, generic plans and no JIT (no statement_timeout that a long claim could trip)');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'plan_cache_mode=force_generic_plan'$$,
@@ -251,6 +251,13 @@ SELECT set_eq(
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._finish(bigint[],uuid[],text,text)'],
     'the claim and finish path runs generic plans (planning once, not per call)');
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
+      WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'jit=off'$$,
+    ARRAY['jobq.claim(text[],integer,text,interval)',
+          'jobq._pick(text[],integer,interval,timestamp with time zone)',
+          'jobq._finish(bigint[],uuid[],text,text)'],
+    'the generic plans of the claim and finish path are never JIT-compiled (their cost estimates would trigger it)');
 
 -- the hot table ---------------------------------------------------------------
 SELECT has_index('jobq', '_job', '_job_claim_idx', ARRAY['queue', 'priority', 'run_at', 'id'],

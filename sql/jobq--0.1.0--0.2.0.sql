@@ -2,7 +2,8 @@
 --   * serial groups: jobq._job.group_key, enqueue(…, group_key =>): one running job per group, in enqueue order
 --   * per-queue concurrency limit, rate limit (job starts per interval), pause/resume: new jobq._queue columns
 --   * claim takes its slots under transaction-scoped advisory locks (never waits, cannot leak) — jobq._pick
---   * the claim path runs generic plans (plan_cache_mode) and _settings is PL/pgSQL: no re-planning per call
+--   * the claim path runs generic plans (plan_cache_mode) and _settings is PL/pgSQL: no re-planning per call;
+--     jit is off there (a generic plan's cost estimate would otherwise JIT-compile every claim, ~30 ms)
 --   * jobq.take(): exactly-once processing inside the caller's transaction
 --   * jobq.snooze(): a worker reschedules its job without spending an attempt
 --   * periodic jobs: jobq.every(), jobq.unschedule(), jobq.enqueue_periodic(), view jobq.schedules (pg_cron)
@@ -169,6 +170,7 @@ RETURNS SETOF bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET jit = off
 AS $$
 DECLARE
     v_ids bigint[];
@@ -262,6 +264,7 @@ RETURNS TABLE (id bigint, lease interval)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
+SET jit = off
 AS $$
 DECLARE
     v_queue record;
@@ -535,6 +538,7 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
 SET plan_cache_mode = force_generic_plan
+SET jit = off
 AS $$
 DECLARE
     v_ids bigint[];
