@@ -1,6 +1,6 @@
 -- jobq.next_run_at(queues): the earliest future run_at of ready jobs.
 BEGIN;
-SELECT plan(15);
+SELECT plan(17);
 
 SELECT is(jobq.next_run_at(ARRAY['nr']), NULL, 'an empty queue: NULL');
 DO $$ BEGIN PERFORM jobq.enqueue('nr', '{}', now() - interval '1 minute'); PERFORM jobq.enqueue('nr', '{}'); END $$;
@@ -46,6 +46,12 @@ UPDATE jobq._job SET run_at = now() WHERE queue = 'nr2';
 SELECT is(jobq.next_run_at(ARRAY['nr', 'nr2']), now() + interval '5 minutes', 'a job that became ready no longer counts');
 SELECT ok(jobq.cancel((SELECT id FROM jobq._job WHERE queue = 'nr' AND run_at = now() + interval '5 minutes')), 'cancel the earliest scheduled job');
 SELECT is(jobq.next_run_at(ARRAY['nr']), now() + interval '10 minutes', 'a cancelled job no longer counts');
+
+SELECT throws_ok($$SELECT jobq.next_run_at(ARRAY['ok', 'bad name'])$$, 'JQ001',
+    'jobq: queues[2] must be a queue name of 1 to 128 characters from [A-Za-z0-9_.:-], got ''bad name''',
+    'a bad queue name in the array raises JQ001 naming its position');
+SELECT throws_ok($$SELECT jobq.next_run_at(ARRAY['ok', NULL])$$, 'JQ001', NULL,
+    'a NULL queue name in the array raises JQ001');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -12,9 +12,17 @@ CREATE FUNCTION pg_temp.window_starts(p_queue text) RETURNS int LANGUAGE sql AS 
     WHERE queue = p_queue
       AND started_at > clock_timestamp() - coalesce((jobq._settings(p_queue)).rate_interval, interval '1 second')
 $$;
--- Move every recorded start of a queue back by p_by: as if that much time passed.
+-- Move the recorded starts of a queue back so that the newest one is p_by
+-- old (relative spacing kept): as if that much time passed since it. Placed
+-- against clock_timestamp(), not the old start times, so the result does not
+-- depend on how long the statements in between took.
 CREATE FUNCTION pg_temp.age(p_queue text, p_by interval) RETURNS void LANGUAGE sql AS $$
-    UPDATE jobq._rate_start SET started_at = started_at - p_by WHERE queue = p_queue
+    UPDATE jobq._rate_start
+    SET started_at = started_at
+                     - ((SELECT max(r.started_at) FROM jobq._rate_start AS r WHERE r.queue = p_queue)
+                        - clock_timestamp())
+                     - p_by
+    WHERE queue = p_queue
 $$;
 
 -- settings -------------------------------------------------------------------------------------
@@ -49,9 +57,9 @@ SELECT is((SELECT count(*)::int FROM jobq.claim('r', 10)), 0, 'finishing jobs do
 SELECT is(pg_temp.window_starts('r'), 3, 'claims that started nothing recorded nothing');
 
 -- the window slides ---------------------------------------------------------------------------------
-SELECT pg_temp.age('r', interval '900 milliseconds');
-SELECT is((SELECT count(*)::int FROM jobq.claim('r', 10)), 0, '0.9 s later the 3 starts still count');
-SELECT pg_temp.age('r', interval '100 milliseconds');
+SELECT pg_temp.age('r', interval '500 milliseconds');
+SELECT is((SELECT count(*)::int FROM jobq.claim('r', 10)), 0, '0.5 s later the 3 starts still count');
+SELECT pg_temp.age('r', interval '1 second');
 SELECT is((SELECT count(*)::int FROM jobq.claim('r', 2)), 2, 'one interval later the window is free: claim(n => 2) starts 2');
 SELECT is((SELECT count(*)::int FROM jobq.claim('r', 10)), 1, 'and the next claim only 1 (3 per window)');
 SELECT is((SELECT count(*)::int FROM jobq._rate_start WHERE started_at <= clock_timestamp() - interval '1 second'), 0,
@@ -75,7 +83,7 @@ SELECT jobq.enqueue_many('later', ARRAY(SELECT '{}'::jsonb FROM generate_series(
 SELECT is((SELECT count(*)::int FROM jobq.claim('later', 10)), 2, 'rate_limit 2 per 10 s: 2 start');
 SELECT pg_temp.age('later', interval '5 seconds');
 SELECT is((SELECT count(*)::int FROM jobq.claim('later', 10)), 0, 'after 5 s nothing more');
-SELECT pg_temp.age('later', interval '5 seconds');
+SELECT pg_temp.age('later', interval '10 seconds');
 SELECT is((SELECT count(*)::int FROM jobq.claim('later', 10)), 2, 'after 10 s two more');
 
 -- with a concurrency limit, the tighter one wins --------------------------------------------------------------

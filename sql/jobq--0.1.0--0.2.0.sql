@@ -15,6 +15,7 @@
 --   * fail keeps the head and the tail of a long error; reap keeps the previous error after its own
 --   * fail (retry) and snooze wake the workers; finished_at is clock_timestamp()
 --   * reset_queue keeps a queue paused; prune also drops expired rate-limit bookkeeping
+--   * next_run_at validates its queue names like claim (JQ001)
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.2.0', or with psql -f / pyqueue
 -- upgrade on a database where the 0.1.0 script was run.
@@ -763,6 +764,44 @@ BEGIN
 END
 $$;
 
+
+CREATE OR REPLACE FUNCTION jobq.next_run_at(queues text[]) RETURNS timestamptz
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_next timestamptz;
+BEGIN
+    -- The earliest future run_at among ready jobs of these queues (NULL when
+    -- none): how long an idle worker may sleep. A loose index scan over the
+    -- distinct priorities, one seek each, so it stays cheap at any size.
+    IF next_run_at.queues IS NULL OR cardinality(next_run_at.queues) NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names'
+            USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails''].';
+    END IF;
+    PERFORM jobq._check_queue(u.name, format('queues[%s]', u.ord))
+    FROM unnest(next_run_at.queues) WITH ORDINALITY AS u(name, ord);
+    WITH RECURSIVE prio AS (
+        (SELECT j.queue, j.priority FROM jobq._job AS j
+         WHERE j.queue = ANY (next_run_at.queues) AND j.status = 'ready'
+         ORDER BY j.queue, j.priority LIMIT 1)
+        UNION ALL
+        SELECT nxt.queue, nxt.priority
+        FROM prio AS p,
+             LATERAL (SELECT j.queue, j.priority FROM jobq._job AS j
+                      WHERE j.status = 'ready' AND j.queue = ANY (next_run_at.queues)
+                        AND (j.queue, j.priority) > (p.queue, p.priority)
+                      ORDER BY j.queue, j.priority LIMIT 1) AS nxt
+    )
+    SELECT min(f.run_at) INTO v_next
+    FROM prio AS p,
+         LATERAL (SELECT j.run_at FROM jobq._job AS j
+                  WHERE j.queue = p.queue AND j.status = 'ready' AND j.priority = p.priority
+                    AND j.run_at > now()
+                  ORDER BY j.run_at LIMIT 1) AS f;
+    RETURN v_next;
+END
+$$;
 
 -- No claim or acknowledgement may hang forever behind a stuck lock.
 ALTER FUNCTION jobq.complete(bigint, uuid) SET lock_timeout = '5s';

@@ -1243,6 +1243,8 @@ BEGIN
         RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names'
             USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails''].';
     END IF;
+    PERFORM jobq._check_queue(u.name, format('queues[%s]', u.ord))
+    FROM unnest(next_run_at.queues) WITH ORDINALITY AS u(name, ord);
     WITH RECURSIVE prio AS (
         (SELECT j.queue, j.priority FROM jobq._job AS j
          WHERE j.queue = ANY (next_run_at.queues) AND j.status = 'ready'
