@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import adicts, ascalar, atuples
+from pyqueue._db import aclaimed_rows, ascalar, atuples, undecodable
 from pyqueue._loop import connection_kwargs, lost_connection
 from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue.defaults import LISTEN_APPLICATION_NAME, REAP_BATCH
@@ -199,6 +199,7 @@ class Consumer:
         self._backoff = Backoff()
         self._reaps = Every(reap_interval)
         self._listen: AsyncConnection | None = None
+        self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
         self._poked = asyncio.Event()
 
     def complete_later(self, job: JobRecord) -> None:
@@ -234,6 +235,19 @@ class Consumer:
             raise
         self._listen = conn
 
+    async def _try_listening(self) -> None:
+        """LISTEN if a connection can be had for it; otherwise poll (see the
+        sync twin, ``pyqueue._loop.Consumer._try_listening``)."""
+        try:
+            await self._ensure_listening()
+        except psycopg.OperationalError as error:
+            if not self._listen_warned:
+                logger.warning("cannot LISTEN (%s); polling every %.1f s meanwhile",
+                               str(error).strip() or type(error).__name__, self.poll_interval)
+            self._listen_warned = True
+        else:
+            self._listen_warned = False
+
     async def _close_listen(self) -> None:
         if self._listen is not None:
             conn, self._listen = self._listen, None
@@ -259,19 +273,26 @@ class Consumer:
         if n <= 0:
             return []
         query, params = q.claim_query(self.queues, n, self.worker_name, self.lease)
+        await self._try_listening()
         try:
-            await self._ensure_listening()
             sent_at = time.monotonic()
             async with self.work.connection() as conn:
                 with translate_errors():
-                    rows = await adicts(conn, query, params)
+                    rows = await aclaimed_rows(conn, query, params)
         except psycopg.OperationalError as error:
             await self._connection_lost(error)
             return None
         if self._backoff.failures:
             logger.info("reconnected to the database")
         self._backoff.reset()
-        jobs = [AsyncJob._claimed(q.split_claimed_row(row), self.work.connection, self) for row in rows]
+        jobs = []
+        for row in rows:
+            job = AsyncJob._claimed(q.split_claimed_row(row), self.work.connection, self)
+            if (problem := undecodable(job.payload)) is not None:
+                logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
+                self.fail_later(job, problem)
+                continue
+            jobs.append(job)
         self.heartbeats.add(jobs, sent_at)
         return jobs
 

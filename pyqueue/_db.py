@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
+from psycopg.types.json import set_json_loads
 
 Connection = psycopg.Connection[Any]
 
@@ -27,7 +29,45 @@ def dicts(conn: Connection, query: str, params: Any = None) -> list[dict[str, An
         return cur.execute(query, params).fetchall()
 
 
+class UndecodablePayload(dict[str, Any]):
+    """Stands for a payload that PostgreSQL accepted but Python's json cannot
+    load (nested deeper than the interpreter's recursion limit). A claim fails
+    such a job with ``error`` instead of handing it out, so one poison
+    payload cannot crash the worker and strand the rest of its batch."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+def _load_json(data: str | bytes) -> Any:
+    try:
+        return json.loads(data)
+    except RecursionError as error:
+        return UndecodablePayload(f"payload could not be decoded in Python: RecursionError: {error}")
+
+
+def undecodable(payload: Any) -> str | None:
+    """The decoding error of a claimed job's payload, or None when it loaded."""
+    return payload.error if isinstance(payload, UndecodablePayload) else None
+
+
+def claimed_rows(conn: Connection, query: str, params: Any) -> list[dict[str, Any]]:
+    """The rows of a claim, payloads loaded without ever raising RecursionError."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        set_json_loads(_load_json, cur)
+        return cur.execute(query, params).fetchall()
+
+
 AsyncConnection = psycopg.AsyncConnection[Any]
+
+
+async def aclaimed_rows(conn: AsyncConnection, query: str, params: Any) -> list[dict[str, Any]]:
+    """The asyncio twin of :func:`claimed_rows`."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        set_json_loads(_load_json, cur)
+        await cur.execute(query, params)
+        return await cur.fetchall()
 
 
 async def ascalar(conn: AsyncConnection, query: str, params: Any = None) -> Any:

@@ -22,7 +22,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pyqueue import _queries as q
-from pyqueue._db import dicts, scalar, tuples
+from pyqueue._db import claimed_rows, scalar, tuples, undecodable
 from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue.defaults import (
     CONNECT_TIMEOUT,
@@ -350,6 +350,7 @@ class Consumer:
         self._backoff = Backoff()
         self._reaps = Every(reap_interval)
         self._listen: Connection | None = None
+        self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
 
     # Acknowledger: what `with job:` calls for jobs of this consumer.
     def complete_later(self, job: JobRecord) -> None:
@@ -373,6 +374,21 @@ class Consumer:
             conn.close()
             raise
         self._listen = conn
+
+    def _try_listening(self) -> None:
+        """LISTEN if a connection can be had for it. LISTEN only wakes the
+        worker sooner: when none can be had (a role's CONNECTION LIMIT,
+        max_connections), the worker polls and tries again at its next claim.
+        A database that is really gone shows up in the claim itself."""
+        try:
+            self._ensure_listening()
+        except psycopg.OperationalError as error:
+            if not self._listen_warned:
+                logger.warning("cannot LISTEN (%s); polling every %.1f s meanwhile",
+                               str(error).strip() or type(error).__name__, self.poll_interval)
+            self._listen_warned = True
+        else:
+            self._listen_warned = False
 
     def _close_listen(self) -> None:
         if self._listen is not None:
@@ -402,18 +418,25 @@ class Consumer:
         if n <= 0:
             return []
         query, params = q.claim_query(self.queues, n, self.worker_name, self.lease)
+        self._try_listening()
         try:
-            self._ensure_listening()
             sent_at = time.monotonic()
             with self.work.connection() as conn, translate_errors():
-                rows = dicts(conn, query, params)
+                rows = claimed_rows(conn, query, params)
         except psycopg.OperationalError as error:
             self._connection_lost(error)
             return None
         if self._backoff.failures:
             logger.info("reconnected to the database")
         self._backoff.reset()
-        jobs = [Job._claimed(q.split_claimed_row(row), self.work.connection, self) for row in rows]
+        jobs = []
+        for row in rows:
+            job = Job._claimed(q.split_claimed_row(row), self.work.connection, self)
+            if (problem := undecodable(job.payload)) is not None:
+                logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
+                self.fail_later(job, problem)
+                continue
+            jobs.append(job)
         self.heartbeats.add(jobs, sent_at)
         return jobs
 

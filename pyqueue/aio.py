@@ -30,7 +30,7 @@ import psycopg
 
 from pyqueue import _queries as q
 from pyqueue._aioloop import Consumer, DedicatedConnection, poke_when_done, stop_on_signals
-from pyqueue._db import adicts, ascalar, atuples
+from pyqueue._db import aclaimed_rows, adicts, ascalar, atuples, undecodable
 from pyqueue.client import QueueStats
 from pyqueue.defaults import (
     BATCH_SIZE,
@@ -131,13 +131,17 @@ async def claim(
     """Lease up to ``n`` ready jobs (see :func:`pyqueue.claim`); their methods use ``conn``."""
     query, params = q.claim_query(queue, n, worker, lease)
     with translate_errors():
-        rows = await adicts(conn, query, params)
+        rows = await aclaimed_rows(conn, query, params)
 
     @contextlib.asynccontextmanager
     async def same_connection() -> AsyncIterator[AsyncConnection]:
         yield conn
 
-    return [AsyncJob._claimed(q.split_claimed_row(row), same_connection) for row in rows]
+    jobs = [AsyncJob._claimed(q.split_claimed_row(row), same_connection) for row in rows]
+    for job in jobs:
+        if (error := undecodable(job.payload)) is not None:
+            await job.fail(error)
+    return [job for job in jobs if undecodable(job.payload) is None]
 
 
 async def complete(conn: AsyncConnection, job_id: int, lease_token: UUID) -> bool:

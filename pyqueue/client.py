@@ -20,7 +20,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pyqueue import _queries as q
-from pyqueue._db import dicts, scalar, tuples
+from pyqueue._db import claimed_rows, dicts, scalar, tuples, undecodable
 from pyqueue.defaults import REAP_BATCH
 from pyqueue.errors import translate_errors
 from pyqueue.job import Job, TakenJob
@@ -128,12 +128,18 @@ def claim(
     """Lease up to ``n`` ready jobs of one queue or several, most urgent first.
 
     ``worker`` (default ``host:pid``) is recorded on the jobs; ``lease``
-    defaults to the queue's setting. The jobs' methods use ``conn``.
+    defaults to the queue's setting. The jobs' methods use ``conn``. A job
+    whose payload Python cannot decode (nested deeper than its recursion
+    limit) is failed with that error and left out.
     """
     query, params = q.claim_query(queue, n, worker, lease)
     with translate_errors():
-        rows = dicts(conn, query, params)
-    return [Job._claimed(q.split_claimed_row(row), lambda: nullcontext(conn)) for row in rows]
+        rows = claimed_rows(conn, query, params)
+    jobs = [Job._claimed(q.split_claimed_row(row), lambda: nullcontext(conn)) for row in rows]
+    for job in jobs:
+        if (error := undecodable(job.payload)) is not None:
+            job.fail(error)
+    return [job for job in jobs if undecodable(job.payload) is None]
 
 
 def complete(conn: Connection, job_id: int, lease_token: UUID) -> bool:

@@ -63,6 +63,9 @@ class AsyncRecorder:
         self.conn: psycopg.AsyncConnection[Any] | None = None
 
     async def __call__(self, job: aio.AsyncJob) -> None:
+        if self.conn is not None and (self.conn.closed or self.conn.broken):
+            await self.conn.close()  # the database restarted under us: record on a new connection
+            self.conn = None
         if self.conn is None:
             self.conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
                                                               application_name="test-recorder")
