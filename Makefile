@@ -70,6 +70,19 @@ lint: venv
 	  echo "pgspot $$args: clean"; \
 	done
 
+# --- the long reliability tier: the fault tests with CHAOS_SCALE times the jobs,
+#     kills, restarts and race rounds; every test's figures go to CHAOS_REPORT
+CHAOS_SCALE  ?= 10
+CHAOS_REPORT ?= /tmp/jobq-chaos-report.json
+CHAOS_TESTS  := tests/test_faults.py tests/test_restart.py tests/test_fencing.py \
+                tests/test_pgbouncer.py tests/test_bad_input.py tests/test_privileges.py
+
+chaos: deps venv install
+	rm -f $(CHAOS_REPORT)
+	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 JOBQ_CHAOS_SCALE=$(CHAOS_SCALE) \
+	    JOBQ_CHAOS_REPORT=$(CHAOS_REPORT) $(PY) -m pytest -s -q $(CHAOS_TESTS) $(PYTEST_ARGS)
+	@echo "figures: $(CHAOS_REPORT)"; cat $(CHAOS_REPORT)
+
 # --- numbers: `make bench` (a few minutes), `make bench BENCH_ARGS=--quick` --
 bench: deps venv
 	$(PY) -m pyqueue.bench $(BENCH_ARGS)

@@ -1,0 +1,251 @@
+"""Helpers of the reliability suite (tests/test_faults.py, test_restart.py,
+test_fencing.py, test_pgbouncer.py, test_bad_input.py, test_privileges.py):
+the chaos scale, the figures each test prints and records, snapshots of
+every jobq table, and the external processes (PgBouncer) some tests run.
+
+The quick tier (``make test``) always runs at scale 1. ``make chaos`` sets
+``JOBQ_CHAOS_SCALE`` (say 10) to multiply job counts, rounds and
+durations, and ``JOBQ_CHAOS_REPORT`` to a JSON file that collects the
+figures of every test of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from pyqueue.localserver import temporary_directory
+from tests.worker_support import wait_until
+
+Conn = psycopg.Connection[Any]
+
+ROOT = Path(__file__).resolve().parent.parent
+SQL_DIR = ROOT / "sql"
+SERVER_USER = "postgres"  # who runs servers (and PgBouncer) when the tests run as root
+
+REPORT_ENV = "JOBQ_CHAOS_REPORT"  # a JSON file collecting every test's figures
+SCALE_ENV = "JOBQ_CHAOS_SCALE"  # multiplies job counts, rounds and durations
+SEED_ENV = "JOBQ_CHAOS_SEED"  # replays the random choices (kill moments, orders) of a run
+
+
+def scale() -> float:
+    """The chaos scale: 1 in the quick tier, more under ``make chaos``."""
+    value = float(os.environ.get(SCALE_ENV, "1"))
+    if not value >= 1:
+        raise ValueError(f"{SCALE_ENV} must be a number >= 1, got {value}")
+    return value
+
+
+def scaled(n: int) -> int:
+    """``n`` times the chaos scale."""
+    return max(1, round(n * scale()))
+
+
+def rng(name: str) -> tuple[random.Random, int]:
+    """A random generator for one test and its seed (printed, so a run can be replayed)."""
+    seed = int(os.environ.get(SEED_ENV, "0")) or random.SystemRandom().randrange(1, 2**31)
+    return random.Random(f"{name}:{seed}"), seed
+
+
+def report(name: str, figures: dict[str, Any], tmp_path: Path) -> None:
+    """Print a test's figures (seen with ``pytest -s``) and record them as JSON:
+    in ``$JOBQ_CHAOS_REPORT`` (merged with the other tests of the run) or in
+    the test's tmp dir."""
+    line = ", ".join(f"{key}={value}" for key, value in figures.items())
+    print(f"\n[jobq reliability] {name}: {line}", flush=True)
+    target = Path(os.environ.get(REPORT_ENV) or tmp_path / "chaos-report.json")
+    existing: dict[str, Any] = {}
+    if target.exists():
+        try:
+            existing = json.loads(target.read_text())
+        except ValueError:
+            existing = {}
+    existing[name] = {**figures, "scale": scale()}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(existing, indent=2, sort_keys=True, default=str) + "\n")
+
+
+# --- the whole state of jobq, to prove that a call changed nothing -------------
+
+SNAPSHOT_TABLES = {  # table -> its key, for a stable order
+    "jobq._job": "id",
+    "jobq._job_archive": "id",
+    "jobq._queue": "queue",
+    "jobq._periodic": "name",
+    "jobq._rate_start": "queue, started_at, n",
+    "jobq._migration": "version",
+}
+
+
+def snapshot(conn: Conn) -> dict[str, Any]:
+    """The contents of every jobq table and the job id sequence."""
+    state: dict[str, Any] = {}
+    for table, key in SNAPSHOT_TABLES.items():
+        row = conn.execute(
+            f"SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY {key}), '[]'::jsonb) FROM {table} AS t"
+        ).fetchone()
+        assert row is not None
+        state[table] = row[0]
+    seq = conn.execute("SELECT last_value, is_called FROM jobq._job_id_seq").fetchone()
+    state["jobq._job_id_seq"] = seq
+    return state
+
+
+def drop_login_role(conn: Conn, name: str) -> None:
+    """End a test role's sessions, then drop it (roles outlive test databases)."""
+
+    def gone() -> bool:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s", (name,)).fetchone()
+        return row == (0,)
+
+    conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (name,))
+    wait_until(gone, f"the sessions of {name} gone")
+    conn.execute(f"DROP ROLE {name}")
+
+
+# --- servers and ports ------------------------------------------------------------
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def install_script() -> str:
+    """The full install script of the version jobq.control installs by default."""
+    control = (SQL_DIR / "jobq.control").read_text()
+    version = next(line.split("'")[1] for line in control.splitlines()
+                   if line.strip().startswith("default_version"))
+    return (SQL_DIR / f"jobq--{version}.sql").read_text()
+
+
+def server_user_kwargs() -> dict[str, Any]:
+    """Popen arguments that run a server program as the server user when we are root
+    (PostgreSQL and PgBouncer refuse to run as root)."""
+    if os.geteuid() == 0:
+        return {"user": SERVER_USER, "group": SERVER_USER, "extra_groups": []}
+    return {}
+
+
+def chown_for_server(path: Path) -> None:
+    if os.geteuid() == 0:
+        entry = pwd.getpwnam(SERVER_USER)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+class PgBouncer:
+    """Debian's pgbouncer in front of one database, on a free loopback port,
+    in transaction pooling mode; started in the foreground and stopped by its pid."""
+
+    BINARY = Path("/usr/sbin/pgbouncer")
+
+    def __init__(self, directory: Path, *, host: str, port: int, dbname: str, pool_size: int) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.dbname = dbname
+        self.ini = directory / "pgbouncer.ini"
+        self.log = directory / "pgbouncer.log"
+        userlist = directory / "userlist.txt"
+        userlist.write_text(f'"{SERVER_USER}" ""\n')
+        self.ini.write_text("\n".join([
+            "[databases]",
+            f"{dbname} = host={host} port={port} dbname={dbname} user={SERVER_USER}",
+            "[pgbouncer]",
+            "listen_addr = 127.0.0.1",
+            f"listen_port = {self.port}",
+            "unix_socket_dir =",
+            "auth_type = trust",
+            f"auth_file = {userlist}",
+            "pool_mode = transaction",
+            f"default_pool_size = {pool_size}",
+            "max_client_conn = 500",
+            f"admin_users = {SERVER_USER}",
+            f"logfile = {self.log}",
+            "ignore_startup_parameters = extra_float_digits",
+            "stats_period = 1",  # seconds: SHOW STATS totals lag by up to this much
+            "",
+        ]))
+        for path in (directory, self.ini, userlist):
+            chown_for_server(path)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user={SERVER_USER} dbname={self.dbname}"
+
+    @property
+    def admin_dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user={SERVER_USER} dbname=pgbouncer"
+
+    def start(self) -> PgBouncer:
+        self.proc = subprocess.Popen(
+            [str(self.BINARY), str(self.ini)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **server_user_kwargs(),
+        )
+
+        def accepts() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"pgbouncer exited {self.proc.returncode}:\n{self.output()}")
+            try:
+                with psycopg.connect(self.dsn, connect_timeout=2, prepare_threshold=None) as probe:
+                    probe.execute("SELECT 1")
+            except psycopg.OperationalError:
+                return False
+            return True
+
+        wait_until(accepts, "pgbouncer accepting connections", timeout=30)
+        return self
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+    def show(self, what: str) -> list[dict[str, Any]]:
+        """``SHOW <what>`` on the admin console (simple query protocol only)."""
+        with psycopg.connect(self.admin_dsn, autocommit=True, prepare_threshold=None,
+                             cursor_factory=psycopg.ClientCursor) as admin:
+            cur = admin.execute(f"SHOW {what}")
+            names = [c.name for c in cur.description or []]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # PgBouncer's "immediate shutdown"
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@contextmanager
+def pgbouncer(*, host: str, port: int, dbname: str, pool_size: int) -> Iterator[PgBouncer]:
+    """A running PgBouncer in a fresh directory under /tmp (readable by the
+    server user even when the tests run as root); stopped and removed after."""
+    directory = temporary_directory("jobq-pgbouncer-")
+    try:
+        bouncer = PgBouncer(directory, host=host, port=port, dbname=dbname, pool_size=pool_size)
+        try:
+            yield bouncer.start()
+        finally:
+            bouncer.stop()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def elapsed(start: float) -> float:
+    return round(time.monotonic() - start, 1)
