@@ -15,7 +15,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from pyqueue.defaults import MAX_ERROR_CHARS
+from pyqueue.defaults import CHANNEL, MAX_ERROR_CHARS
 
 # run_at: an explicit time, else now() + delay, else now(); computed in the
 # database so that the client's clock never matters.
@@ -68,7 +68,7 @@ REAP = "SELECT jobq.reap(%s::integer)"
 # Seconds until the next scheduled job of these queues is due (NULL: none),
 # measured on the database clock.
 NEXT_RUN_IN = "SELECT extract(epoch FROM jobq.next_run_at(%s::text[]) - clock_timestamp())::float8"
-LISTEN = "LISTEN jobq"
+LISTEN = f"LISTEN {CHANNEL}"
 
 RETRY = "SELECT jobq.retry(%s::bigint)"
 RETRY_DEAD = "SELECT jobq.retry_dead(%s::text)"

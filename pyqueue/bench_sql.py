@@ -18,6 +18,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pyqueue.bench_harness import BenchError, Loop, Outcome, Role, Run, Signals, Task
+from pyqueue.defaults import CHANNEL
 
 BENCH_SCHEMA = "jobq_bench"
 SCHEMA_COMMENT = "pyqueue bench scratch schema: created and dropped by each benchmark run"
@@ -48,7 +49,7 @@ CREATE INDEX naive_job_ready_idx ON {BENCH_SCHEMA}.naive_job (id) WHERE status =
 """
 
 FLOOR_CHANNEL = "jobq_bench"  # the floor queue's NOTIFY channel
-JOBQ_CHANNEL = "jobq"  # jobq's: one NOTIFY per queue per inserting statement, payload the queue name
+JOBQ_CHANNEL = CHANNEL  # jobq's: one NOTIFY per queue per inserting statement, payload the queue name
 # The floor's producer statement: a batch in, ids back, its consumers woken
 # (one NOTIFY per statement, like jobq's trigger).
 FLOOR_INSERT = f"""
