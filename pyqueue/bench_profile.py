@@ -161,8 +161,9 @@ def query_text(plan: dict[str, Any]) -> str:
 def claim_plan(conn: Conn, queue: str, n: int, calls: int = PLAN_CALLS) -> dict[str, Any]:
     """How jobq.claim(queue, n) finds its rows, from the function's own
     nested plans (rolled back): the scans on jobq._job of the statement
-    that row-locks with SKIP LOCKED, the indexes they use, that statement's
-    plan nodes, and the server time of every statement the call ran."""
+    that row-locks with SKIP LOCKED, the indexes they use (whatever their
+    names in this jobq version), that statement's plan nodes, and the server
+    time of every statement the call ran."""
     with conn.transaction(force_rollback=True):
         plans = nested_plans(conn, "SELECT * FROM jobq.claim(%s, %s, 'plan')", (queue, n), calls)
     lookup = [p for p in plans if "SKIP LOCKED" in str(p.get("Query Text", "")).upper()
@@ -177,7 +178,8 @@ def claim_plan(conn: Conn, queue: str, n: int, calls: int = PLAN_CALLS) -> dict[
     return {
         "claim_n": n,
         "scans_on_job": scans,
-        "uses_claim_index": any(s["index"] == "_job_claim_idx" for s in scans),
+        "indexes": sorted({str(s["index"]) for s in scans if s["index"]}),
+        "uses_index": any(s["index"] for s in scans),
         "seq_scan_on_job": any(s["node"] == "Seq Scan" for s in scans),
         "nodes": [{"node": node["Node Type"], "on": node.get("Index Name") or node.get("Relation Name"),
                    "rows": node.get("Actual Rows"), "ms": node.get("Actual Total Time")} for node in nodes],

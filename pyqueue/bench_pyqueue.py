@@ -1,6 +1,7 @@
-"""pyqueue-level workloads of ``pyqueue bench``: end-to-end throughput with
-``pyqueue.Worker`` processes, pickup latency with idle listening workers
-(and the same for the floor queue), and the soak.
+"""pyqueue-level workloads of ``pyqueue bench``: ``pyqueue.Worker``
+processes draining a pre-filled queue (in the default mode, and in the
+in-transaction mode when this pyqueue has it), pickup latency with idle
+listening workers (and the same for the floor queue), and the soak.
 
 Workers run in their own processes with a no-op handler that only counts
 (and, for the latency, reports which job it started when). Both ends of a
@@ -9,6 +10,7 @@ latency read ``time.time()`` on this machine.
 
 from __future__ import annotations
 
+import inspect
 import random
 import statistics
 import threading
@@ -37,10 +39,21 @@ Conn = bench_sql.Conn
 
 # --- driver loops (run in their own processes) ------------------------------------------------
 
+REGISTER_OPTIONS = ("in_transaction",)  # task options for Worker.register; the rest go to Worker()
+
+
+def in_transaction_supported() -> bool:
+    """Whether this pyqueue's ``Worker.register`` has the in-transaction mode
+    (``in_transaction=True``: handlers run inside the claiming transaction)."""
+    return "in_transaction" in inspect.signature(pyqueue.Worker.register).parameters
+
+
 def run_worker(task: Task, signals: Signals, handler: Callable[[pyqueue.Job], None]) -> None:
     """Run a pyqueue.Worker on task.queue with ``handler`` until stopped."""
-    worker = pyqueue.Worker(task.dsn, batch_size=task.batch, name=task.worker, **task.options)
-    worker.register(task.queue, handler)
+    options = dict(task.options)
+    register = {name: options.pop(name) for name in REGISTER_OPTIONS if name in options}
+    worker = pyqueue.Worker(task.dsn, batch_size=task.batch, name=task.worker, **options)
+    worker.register(task.queue, handler, **register)
 
     def stop_when_told() -> None:
         signals.stop.wait()
@@ -113,47 +126,44 @@ def jobq_listener(task: Task, signals: Signals) -> None:
             bench_sql.wait_for_work(conn)
 
 
-# --- end to end ---------------------------------------------------------------------
+# --- draining a pre-filled queue ----------------------------------------------------------
 
 @dataclass(frozen=True)
-class EndToEnd:
-    """One end-to-end run: when every job was handled, when every job was
-    acknowledged, and the jobq function calls it made (None without
-    track_functions)."""
+class Drained:
+    """One drain by worker processes: when every job was handled, and when
+    every job was acknowledged (gone from the live table)."""
 
     handled: Outcome
     acknowledged: Outcome
-    calls: dict[str, Any] | None
 
 
-def wait_until_acknowledged(conn: Conn, queue: str, deadline: float) -> None:
-    """Block until no job of ``queue`` is left in the live table."""
-    statement = "SELECT EXISTS (SELECT FROM jobq._job WHERE queue = %s)"
-    while conn.execute(statement, (queue,)).fetchone() == (True,):
+def wait_until_acknowledged(conn: Conn, queue: str, deadline: float, left: int = 0) -> None:
+    """Block until at most ``left`` jobs of ``queue`` are in the live table."""
+    statement = "SELECT (SELECT count(*) FROM jobq._job WHERE queue = %s) > %s"
+    while conn.execute(statement, (queue, left)).fetchone() == (True,):
         if time.perf_counter() > deadline:
             raise BenchError(f"jobs of {queue} were still not acknowledged at the deadline")
         time.sleep(ACK_POLL)
 
 
-def worker_tasks(dsn: str, queue: str, workers: int, config: Config) -> list[Task]:
-    options = {"concurrency": config.worker_concurrency}
+def worker_tasks(dsn: str, queue: str, workers: int, config: Config, **options: Any) -> list[Task]:
+    options = {"concurrency": config.worker_concurrency, **options}
     return [Task(dsn, queue, config.batch, f"worker-{k + 1}", options=options) for k in range(workers)]
 
 
-def end_to_end(dsn: str, conn: Conn, workers: int, config: Config) -> EndToEnd:
-    """One producer (pyqueue.enqueue_many) and ``workers`` pyqueue.Worker
-    processes, started idle; timed from the first enqueue until the last
-    acknowledgement of ``config.jobs`` jobs."""
-    queue = f"{bench_sql.QUEUE_PREFIX}e2e{workers}"
-    producer = Role(pyqueue_producer, [Task(dsn, queue, config.batch, "producer", quota=config.jobs)],
-                    counted=False)
-    consumers = Role(pyqueue_worker, worker_tasks(dsn, queue, workers, config))
-    before = bench_sql.function_stats(conn)
-    with Run([producer, consumers], timeout=STEP_TIMEOUT) as run:
-        handled = run.until_count(config.jobs)
-        wait_until_acknowledged(conn, queue, run.started_at + STEP_TIMEOUT)
-        acknowledged = Outcome(config.jobs, time.perf_counter() - run.started_at)
-    return EndToEnd(handled, acknowledged, bench_sql.function_calls_since(conn, before))
+def worker_drain(dsn: str, conn: Conn, queue: str, workers: int, config: Config, *, jobs: int,
+                 left: int = 0, in_transaction: bool = False) -> Drained:
+    """``workers`` pyqueue.Worker processes (batch_size ``config.batch``, a
+    no-op handler) take ``jobs`` jobs from the pre-filled ``queue``; timed
+    from their start until the last handler call and until at most
+    ``left`` jobs (ones leased by someone else) remain."""
+    options = {"in_transaction": True} if in_transaction else {}
+    role = Role(pyqueue_worker, worker_tasks(dsn, queue, workers, config, **options))
+    with Run([role], timeout=STEP_TIMEOUT) as run:
+        handled = run.until_count(jobs)
+        wait_until_acknowledged(conn, queue, run.started_at + STEP_TIMEOUT, left)
+        acknowledged = Outcome(jobs, time.perf_counter() - run.started_at)
+    return Drained(handled, acknowledged)
 
 
 # --- pickup latency --------------------------------------------------------------------
@@ -220,8 +230,9 @@ def latency_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
     hand (jobq.enqueue; LISTEN + jobq.claim(q, 1)); and the floor queue
     (INSERT + NOTIFY; LISTEN + DELETE … SKIP LOCKED)."""
     queue = f"{bench_sql.QUEUE_PREFIX}latency"
-    options = {"concurrency": 1, "use_listen": True, "poll_interval": LATENCY_POLL_INTERVAL}
-    jobq_role = Role(latency_worker, [Task(dsn, queue, 1, f"listener-{k + 1}", options=options)
+    options = {"concurrency": config.worker_concurrency, "use_listen": True,
+               "poll_interval": LATENCY_POLL_INTERVAL}
+    jobq_role = Role(latency_worker, [Task(dsn, queue, config.batch, f"listener-{k + 1}", options=options)
                                       for k in range(config.latency_workers)])
     def jobq_enqueue(k: int) -> None:
         pyqueue.enqueue(conn, queue, {"n": k})
@@ -261,7 +272,7 @@ def latency_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
 
 SOAK_STATS = """
 SELECT s.n_dead_tup, s.n_live_tup, s.autovacuum_count, s.vacuum_count,
-       pg_relation_size('jobq._job_claim_idx') AS claim_idx_bytes,
+       pg_indexes_size('jobq._job') AS index_bytes,
        pg_relation_size('jobq._job') AS table_bytes,
        (SELECT count(*) FROM jobq._job AS j WHERE j.queue = %s AND j.status = 'ready') AS backlog
 FROM pg_stat_user_tables AS s
@@ -279,15 +290,15 @@ def soak_stats(conn: Conn, queue: str) -> dict[str, int]:
     return {name: int(value or 0) for name, value in zip(names, row, strict=True)}
 
 
-def soak_section(dsn: str, conn: Conn, config: Config, e2e_runs: dict[str, Any]) -> dict[str, Any]:
-    """Steady load at SOAK_LOAD of the best end-to-end throughput, with the
-    workers of that run, sampled every config.soak_sample seconds: jobs/s,
-    backlog, dead tuples and size of jobq._job and its claim index."""
+def soak_section(dsn: str, conn: Conn, config: Config, worker_rates: dict[int, float]) -> dict[str, Any]:
+    """Steady load at SOAK_LOAD of the best pyqueue drain (``worker_rates``:
+    jobs/s by worker processes), with the workers of that run, sampled every
+    config.soak_sample seconds: jobs/s, backlog, dead tuples and size of
+    jobq._job and its indexes."""
     if config.soak_minutes <= 0:
         return {"ran": False, "reason": "not requested (pass --soak MINUTES)"}
-    workers_key = max(e2e_runs, key=lambda k: e2e_runs[k]["jobs_per_s"])
-    workers = int(workers_key)
-    maximum = float(e2e_runs[workers_key]["jobs_per_s"])
+    workers = max(worker_rates, key=lambda w: worker_rates[w])
+    maximum = worker_rates[workers]
     rate = maximum * SOAK_LOAD
     duration = config.soak_minutes * 60
     queue = f"{bench_sql.QUEUE_PREFIX}soak"
@@ -310,7 +321,7 @@ def soak_section(dsn: str, conn: Conn, config: Config, e2e_runs: dict[str, Any])
             samples.append(sample)
             progress(f"soak: t={sample['t_s']:.0f}s {sample['jobs_per_s']:,.0f} jobs/s, "
                      f"{sample['n_dead_tup']:,} dead tuples, "
-                     f"claim index {sample['claim_idx_bytes'] // 1024:,} kB, backlog {sample['backlog']:,}")
+                     f"indexes {sample['index_bytes'] // 1024:,} kB, backlog {sample['backlog']:,}")
             last_count, last_time = count, now
     conn.execute("DELETE FROM jobq._job WHERE queue = %s", (queue,))
     rates = [s["jobs_per_s"] for s in samples[1:]]
@@ -328,8 +339,8 @@ def soak_section(dsn: str, conn: Conn, config: Config, e2e_runs: dict[str, Any])
             "max_jobs_per_s": max(rates, default=0.0),
             "drift": round((rates[-1] - rates[0]) / rates[0], 3) if len(rates) > 1 and rates[0] > 0 else 0.0,
             "max_dead_tuples": max(s["n_dead_tup"] for s in samples),
-            "claim_idx_bytes_first": samples[0]["claim_idx_bytes"],
-            "claim_idx_bytes_last": samples[-1]["claim_idx_bytes"],
+            "index_bytes_first": samples[0]["index_bytes"],
+            "index_bytes_last": samples[-1]["index_bytes"],
             "max_backlog": max(s["backlog"] for s in samples),
         },
     }

@@ -1,5 +1,5 @@
-"""What ``pyqueue bench`` shows: the results table, the JSON file and the
-PNG chart of throughput against worker count (matplotlib, optional)."""
+"""What ``pyqueue bench`` prints: the results tables and the goals of
+issue 11 met or not; and the JSON file. The chart is ``bench_chart``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-CHART_SIZE = (8.0, 5.0)  # inches
-CHART_DPI = 120  # dots per inch
-CHART_HEADROOM = 1.35  # y axis top, as a multiple of the highest value: room for the legend
-CHART_EXTRA = "pip install 'pyqueue[bench]' (or: pip install matplotlib)"
+ROW_LABELS = {  # drain rows as printed
+    "floor": "floor: DELETE … SKIP LOCKED LIMIT n",
+    "pgmq": "pgmq-style: UPDATE vt (visibility), then DELETE",
+    "jobq_sql": "jobq SQL: claim(n) + complete_many",
+    "pyqueue": "pyqueue.Worker(batch_size=n), default mode",
+    "pyqueue_in_txn": "pyqueue.Worker, in_transaction=True",
+}
+SINGLE_LABELS = {
+    "floor": "floor: DELETE … SKIP LOCKED LIMIT n",
+    "jobq_claim_complete": "jobq: claim(n) + complete_many",
+    "jobq_take": "jobq: BEGIN; take(q, n); COMMIT",
+}
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
@@ -44,49 +52,69 @@ def headline(results: dict[str, Any]) -> str:
         f"jobq {server['jobq_version']} benchmark on {where}: PostgreSQL {server['server_version']}, "
         f"fsync={server['fsync']}, synchronous_commit={server['synchronous_commit']}, "
         f"shared_buffers={server['shared_buffers']}; client CPUs: {meta['client']['cpu_count']}",
-        f"batch {config['batch']} jobs per statement; {config['jobs']:,} jobs per fixed-size run; "
-        f"{config['connections']} connections for the SQL-only runs; {meta['seconds']} s in all",
+        f"batch {config['batch']} jobs per statement; every comparison: best of {config['repeat']} "
+        f"interleaved rounds; {meta['seconds']} s in all",
     ])
 
 
-def throughput_table(results: dict[str, Any]) -> str:
-    floor, jobq, e2e = results["floor"], results["jobq_sql"], results["pyqueue_e2e"]
-    conns = floor["connections"]
-    rows: list[list[str]] = [
-        [f"floor     INSERT, {conns} connections", rate(floor["insert"]["jobs_per_s"]), ""],
-        [f"floor     DELETE … SKIP LOCKED drain, {conns} connections", rate(floor["drain"]["jobs_per_s"]),
-         ""],
-        ["floor     insert, then drain", rate(floor["lifecycle_jobs_per_s"]), ""],
-    ]
-    rows += [[f"floor     1 producer + {w} consumers", rate(v["jobs_per_s"]), ""]
-             for w, v in floor["mixed"].items()]
-    rows += [
-        [f"jobq SQL  enqueue_many, {conns} connections", rate(jobq["enqueue"]["jobs_per_s"]),
-         fraction(jobq["enqueue"]["ratio_to_floor"])],
-        [f"jobq SQL  claim + complete_many, {conns} connections", rate(jobq["claim_complete"]["jobs_per_s"]),
-         fraction(jobq["claim_complete"]["ratio_to_floor"])],
-        ["jobq SQL  enqueue, then claim + complete", rate(jobq["lifecycle_jobs_per_s"]),
-         fraction(jobq["lifecycle_ratio_to_floor"])],
-    ]
-    rows += [[f"jobq SQL  1 producer + {w} consumers", rate(v["jobs_per_s"]), fraction(v["ratio_to_floor"])]
-             for w, v in jobq["mixed"].items()]
-    rows += [[f"pyqueue   1 producer + {w} worker processes", rate(v["jobs_per_s"]),
-              fraction(v["ratio_to_floor"])] for w, v in e2e["runs"].items()]
-    rows += [[f"  (pyqueue vs jobq SQL, {w} consumers)", "", fraction(v["ratio_to_jobq_sql"])]
-             for w, v in e2e["runs"].items()]
-    notes = []
-    for w, v in e2e["runs"].items():
-        calls = v.get("function_calls") or {}
-        claims = sum(c["calls"] for name, c in calls.items() if name.startswith("jobq.claim(text[]"))
-        completes = sum(c["calls"] for name, c in calls.items() if name.startswith("jobq.complete_many("))
-        if claims and completes:
-            notes.append(f"pyqueue with {w} workers: {claims:,} claim calls "
-                         f"({v['jobs'] / claims:.1f} jobs each), {completes:,} complete_many calls "
-                         f"({v['jobs'] / completes:.1f} jobs each)")
-    header = [f"workload (best of {floor['repeat']}; ratios to the floor row of the same shape)", "jobs/s",
-              "vs floor"]
-    table = format_table(header, rows)
-    return "Throughput\n" + table + "".join(f"\n{note}" for note in notes)
+def drain_table(results: dict[str, Any]) -> str:
+    drain = results["drain"]
+    by_workers = drain["workers"]
+    header = ["drain row"]
+    for w in by_workers:
+        header += [f"W={w} jobs/s", "÷ floor", "÷ pgmq"]
+    rows = []
+    for row, label in ROW_LABELS.items():
+        cells = [label]
+        for found in by_workers.values():
+            entry = found[row]
+            if not entry.get("available", True):
+                cells += ["n/a", "", ""]
+                continue
+            cells += [rate(entry["jobs_per_s"]), fraction(entry["ratio_to_floor"]),
+                      fraction(entry["ratio_to_pgmq"])]
+        rows.append(cells)
+    title = (f"Drain: {drain['jobs']:,} pre-filled no-op jobs, batch {drain['batch']}, W processes "
+             f"(pyqueue: one Worker of {drain['concurrency_per_process']} threads per process, timed until "
+             f"every job is acknowledged); {drain['statistic']}")
+    lines = [title, format_table(header, rows)]
+    for w, found in by_workers.items():
+        for row in ("pyqueue", "pyqueue_in_txn"):
+            entry = found[row]
+            if entry.get("available", True) and entry.get("handled_jobs_per_s"):
+                lines.append(f"  {ROW_LABELS[row]}, W={w}: {rate(entry['handled_jobs_per_s'])} jobs/s "
+                             "until the last handler call")
+    if not drain["in_transaction_worker"]:
+        lines.append("  in-transaction worker: not in this pyqueue (Worker.register has no in_transaction)")
+    leased = drain["leased_ahead"]
+    if leased["ran"]:
+        lines.append(f"The same drain, W={leased['workers']}, with {leased['leased_jobs']:,} jobs leased "
+                     f"({leased['lease']}) and never finished, ahead in the queue:")
+        leased_rows = [[ROW_LABELS[row], rate(leased[row]["jobs_per_s"]),
+                        fraction(leased[row]["ratio_to_floor"]), fraction(leased[row]["ratio_to_plain"])]
+                       for row in ("jobq_sql", "pyqueue")]
+        lines.append(format_table(["leased ahead", "jobs/s", "÷ floor", "÷ plain drain"], leased_rows))
+    return "\n".join(lines)
+
+
+def enqueue_table(results: dict[str, Any]) -> str:
+    enq = results["enqueue"]
+    rows = [["floor: INSERT … SELECT unnest($1::jsonb[]) + NOTIFY", rate(enq["floor"]["jobs_per_s"]), ""],
+            ["jobq: enqueue_many(q, $1::jsonb[])", rate(enq["jobq"]["jobs_per_s"]),
+             fraction(enq["jobq"]["ratio_to_floor"])]]
+    title = (f"Enqueue: {enq['jobs']:,} jobs in batches of {enq['batch']}, {enq['connections']} producers; "
+             f"{enq['statistic']}")
+    return title + "\n" + format_table(["producer", "jobs/s", "÷ floor"], rows)
+
+
+def single_table(results: dict[str, Any]) -> str:
+    single = results["single_connection"]
+    floor = single["rows"]["floor"]["jobs_per_s"]
+    rows = [[SINGLE_LABELS[name], rate(v["jobs_per_s"]), fraction(v["ratio_to_floor"])]
+            for name, v in single["rows"].items()]
+    title = (f"One connection alone: {single['jobs']:,} pre-filled jobs, batch {single['batch']}; "
+             f"{single['statistic']} (floor {rate(floor)} jobs/s)")
+    return title + "\n" + format_table(["loop", "jobs/s", "÷ floor"], rows)
 
 
 def latency_table(results: dict[str, Any]) -> str:
@@ -132,11 +160,11 @@ def soak_table(results: dict[str, Any]) -> str:
     if not soak.get("ran"):
         return f"Soak: {soak['reason']}"
     rows = [[f"{s['t_s']:.0f}", rate(s["jobs_per_s"]) if s["t_s"] else "-", f"{s['backlog']:,}",
-             f"{s['n_dead_tup']:,}", f"{s['claim_idx_bytes'] // 1024:,}", f"{s['table_bytes'] // 1024:,}",
+             f"{s['n_dead_tup']:,}", f"{s['index_bytes'] // 1024:,}", f"{s['table_bytes'] // 1024:,}",
              str(s["autovacuum_count"])] for s in soak["samples"]]
     title = (f"Soak: {soak['minutes']:g} min, {soak['offered_jobs_per_s']:,.0f} jobs/s offered "
-             f"({soak['load_fraction']:.0%} of the best end-to-end run), {soak['workers']} workers")
-    header = ["t (s)", "jobs/s", "backlog", "dead tuples", "claim idx kB", "table kB", "autovacuums"]
+             f"({soak['load_fraction']:.0%} of the best pyqueue drain), {soak['workers']} workers")
+    header = ["t (s)", "jobs/s", "backlog", "dead tuples", "indexes kB", "table kB", "autovacuums"]
     return title + "\n" + format_table(header, rows)
 
 
@@ -159,24 +187,26 @@ def profile_table(results: dict[str, Any]) -> str:
 
 
 def targets_table(results: dict[str, Any]) -> str:
-    t = results["targets"]
-    labels = {
-        "e2e_ratio_to_floor": ("pyqueue end to end vs floor", "≥ {min:.0%}", "{value:.2f}"),
-        "pickup_p99_ms": ("pickup latency p99", "< {max:g} ms", "{value:.2f} ms"),
-        "throughput_32_vs_4": ("jobq at 32 consumers vs at 4", "≥ {min:.2f} x", "{value:.2f} x"),
-    }
     rows = []
-    for key, (label, goal, shown) in labels.items():
-        entry = t[key]
-        value = "not measured" if entry["value"] is None else shown.format(**entry)
-        rows.append([label, goal.format(**entry), value, "met" if entry["met"] else "NOT met"])
-    return "Targets (issue 6)\n" + format_table(["target", "goal", "this run", ""], rows, left=1)
+    for t in results["targets"].values():
+        bound = f"≥ {t['min']:g}" if "min" in t else f"≤ {t['max']:g}"
+        value = "not measured" if t["value"] is None else f"{t['value']:.2f}"
+        rows.append([str(t["goal"]), t["label"], bound, value, "met" if t["met"] else "NOT met"])
+    leased = results["drain"]["leased_ahead"]
+    note = ""
+    if leased["ran"]:
+        note = (f"\n(no goal) drain with {leased['leased_jobs']:,} long leases ahead, W={leased['workers']}: "
+                f"jobq SQL {fraction(leased['jobq_sql']['ratio_to_plain'])}, pyqueue "
+                f"{fraction(leased['pyqueue']['ratio_to_plain'])} of the plain drain")
+    header = ["#", "goal of issue 11 (ratios to rows of this run)", "goal", "this run", ""]
+    return "Goals (issue 11, the fast path)\n" + format_table(header, rows, left=2) + note
 
 
 def format_results(results: dict[str, Any]) -> str:
     """The readable report printed on stdout."""
-    parts = [headline(results), throughput_table(results), latency_table(results), scaling_table(results),
-             soak_table(results), profile_table(results), targets_table(results)]
+    parts = [headline(results), drain_table(results), enqueue_table(results), latency_table(results),
+             single_table(results), scaling_table(results), soak_table(results), profile_table(results),
+             targets_table(results)]
     problems = results["meta"].get("cleanup_problems")
     if problems:
         parts.append("Cleanup: " + "; ".join(problems))
@@ -186,47 +216,3 @@ def format_results(results: dict[str, Any]) -> str:
 def write_json(results: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
-
-
-def write_chart(results: dict[str, Any], path: Path) -> str | None:
-    """Draw throughput against consumer count, jobq vs naive (and the
-    pyqueue end-to-end runs). Returns why it was skipped, or None."""
-    try:
-        import matplotlib  # noqa: PLC0415  (optional dependency)
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        return f"matplotlib is not installed; {CHART_EXTRA}"
-    points = results["scaling"]["points"]
-    workers = [p["workers"] for p in points]
-    figure, axes = plt.subplots(figsize=CHART_SIZE)
-    axes.plot(workers, [p["jobq_jobs_per_s"] for p in points], marker="o",
-              label="jobq: claim + complete_many (SQL)")
-    axes.plot(workers, [p["naive_jobs_per_s"] for p in points], marker="s",
-              label="naive: SELECT … FOR UPDATE (no SKIP LOCKED) + UPDATE")
-    axes.plot(workers, [p["skip_locked_jobs_per_s"] for p in points], marker="x", linestyle=":",
-              label="the naive queue with SKIP LOCKED added")
-    runs = results["pyqueue_e2e"]["runs"]
-    if runs:
-        axes.plot([int(w) for w in runs], [v["jobs_per_s"] for v in runs.values()], marker="^",
-                  linestyle="none", markersize=9, label="pyqueue end to end (producer + worker processes)")
-    axes.axhline(results["floor"]["drain"]["jobs_per_s"], color="grey", linestyle="--", linewidth=1,
-                 label="floor: DELETE … SKIP LOCKED drain")
-    axes.set_xscale("log", base=2)
-    axes.set_xticks(workers, [str(w) for w in workers])
-    axes.set_xlabel("consumers (connections / worker processes)")
-    axes.set_ylabel("jobs/s")
-    plotted = [p[f"{v}_jobs_per_s"] for p in points for v in ("jobq", "naive", "skip_locked")]
-    axes.set_ylim(0, max([*plotted, results["floor"]["drain"]["jobs_per_s"]]) * CHART_HEADROOM)
-    server = results["meta"]["server"]
-    axes.set_title(f"jobq throughput vs consumers — PostgreSQL {server['server_version']}, "
-                   f"{results['meta']['client']['cpu_count']} CPUs, batch {results['scaling']['batch']}",
-                   fontsize=10)
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8, loc="upper right")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
-    figure.savefig(path, dpi=CHART_DPI)
-    plt.close(figure)
-    return None

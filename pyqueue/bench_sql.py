@@ -46,6 +46,17 @@ CREATE TABLE {BENCH_SCHEMA}.naive_job (
     locked_at  timestamptz
 );
 CREATE INDEX naive_job_ready_idx ON {BENCH_SCHEMA}.naive_job (id) WHERE status = 'ready';
+-- The pgmq-style reference: a queue table shaped like a pgmq queue (message
+-- id, read count, enqueue time, visibility time, message) with pgmq's index
+-- on the visibility time, read with a visibility timeout, then deleted.
+CREATE TABLE {BENCH_SCHEMA}.pgmq_job (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    read_ct      integer NOT NULL DEFAULT 0,
+    enqueued_at  timestamptz NOT NULL DEFAULT now(),
+    vt           timestamptz NOT NULL DEFAULT now(),
+    payload      jsonb NOT NULL
+);
+CREATE INDEX pgmq_job_vt_idx ON {BENCH_SCHEMA}.pgmq_job (vt);
 """
 
 FLOOR_CHANNEL = "jobq_bench"  # the floor queue's NOTIFY channel
@@ -65,6 +76,7 @@ RETURNING id, payload
 JOBQ_ENQUEUE = "SELECT jobq.enqueue_many(%s, %s::jsonb[])"
 JOBQ_CLAIM = "SELECT id, lease_token, payload FROM jobq.claim(%s, %s, %s)"
 JOBQ_COMPLETE = "SELECT jobq.complete_many(%s::bigint[], %s::uuid[])"
+JOBQ_TAKE = "SELECT id, payload FROM jobq.take(%s, %s)"  # inside the caller's transaction
 NAIVE_SELECT = f"""
 SELECT id FROM {BENCH_SCHEMA}.naive_job WHERE status = 'ready' ORDER BY id LIMIT %s FOR UPDATE
 """
@@ -108,17 +120,40 @@ def create_schema(conn: Conn) -> None:
     conn.execute(SCHEMA_DDL)
 
 
+# Every jobq table with a queue column (jobs, history, settings, counters…),
+# whatever the installed version has: the bench.* rows go from all of them.
+QUEUE_TABLES = """
+SELECT format('%I.%I', c.table_schema, c.table_name)
+FROM information_schema.columns AS c
+JOIN information_schema.tables AS t USING (table_schema, table_name)
+WHERE c.table_schema = 'jobq' AND c.column_name = 'queue' AND t.table_type = 'BASE TABLE'
+ORDER BY c.table_name
+"""
+
+
 def cleanup(conn: Conn) -> list[str]:
-    """Drop the scratch schema and every bench.* job; return what could not be removed."""
-    problems: list[str] = []
+    """Drop the scratch schema and every bench.* row of jobq's tables; return
+    what could not be removed. A table another one refers to may refuse
+    until the referring rows are gone, so tables that fail are retried."""
+    problems: dict[str, str] = {}
     conn.execute(f"DROP SCHEMA IF EXISTS {BENCH_SCHEMA} CASCADE")
     pattern = QUEUE_PREFIX.replace(".", r"\.") + "%"
-    for table in ("jobq._job", "jobq._job_archive", "jobq._queue"):
-        try:
-            conn.execute(f"DELETE FROM {table} WHERE queue LIKE %s", (pattern,))
-        except psycopg.errors.InsufficientPrivilege:
-            problems.append(f"no privilege to delete bench.* rows from {table}")
-    return problems
+    pending = [str(row[0]) for row in conn.execute(QUEUE_TABLES).fetchall()]
+    for _ in range(len(pending) + 1):
+        failed: list[str] = []
+        for table in pending:
+            try:
+                conn.execute(f"DELETE FROM {table} WHERE queue LIKE %s", (pattern,))
+                problems.pop(table, None)
+            except psycopg.errors.InsufficientPrivilege:
+                problems[table] = f"no privilege to delete bench.* rows from {table}"
+            except psycopg.errors.IntegrityError as exc:
+                problems[table] = f"bench.* rows of {table} are still referred to: {str(exc).strip()}"
+                failed.append(table)
+        if not failed:
+            break
+        pending = failed
+    return sorted(problems.values())
 
 
 def vacuum(conn: Conn, *tables: str) -> None:

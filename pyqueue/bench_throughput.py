@@ -1,5 +1,6 @@
-"""Throughput sections of ``pyqueue bench``: the floor, jobq through SQL
-alone and pyqueue end to end, measured side by side; and the scaling runs.
+"""Throughput sections of ``pyqueue bench``: the warm-up, producers
+(INSERT vs ``jobq.enqueue_many``) and the scaling runs; and ``Best``, the
+best of repeated runs that every comparison keeps.
 
 A shared machine drifts, so every comparison runs back to back: the floor,
 then jobq, for the same shape of load, ``config.repeat`` times over, and the
@@ -29,12 +30,15 @@ FLOOR_TABLE = f"{bench_sql.BENCH_SCHEMA}.floor_job"
 
 
 def warm_up(dsn: str, conn: Conn, config: Config) -> None:
-    """Run the floor and jobq once, unmeasured: a fresh server pays for cold
-    caches, plan caches and its first WAL segments here."""
+    """Run the floor, jobq and pyqueue's workers once, unmeasured: a fresh
+    server pays for cold caches, plan caches and its first WAL segments here."""
     size = bench_sql.Size(min(config.jobs, WARM_UP_JOBS), config.batch, STEP_TIMEOUT)
     progress("warming up (not measured)")
     bench_sql.mixed_outcome(dsn, FLOOR_LOOPS, "", 2, size)
     bench_sql.mixed_outcome(dsn, JOBQ_LOOPS, bench_sql.QUEUE_PREFIX + "warm-up", 2, size)
+    queue = bench_sql.QUEUE_PREFIX + "warm-up-workers"
+    bench_sql.prefill_jobq(conn, queue, size.jobs)
+    bench_pyqueue.worker_drain(dsn, conn, queue, 2, config, jobs=size.jobs)
     conn.execute(f"TRUNCATE {FLOOR_TABLE}")
     bench_sql.vacuum(conn, "jobq._job", FLOOR_TABLE)
 
@@ -68,86 +72,31 @@ def measure(label: str, step: Callable[..., Outcome], *args: Any) -> Outcome:
     return outcome
 
 
-def throughput_sections(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
-    """The floor, jobq via SQL and pyqueue end to end, interleaved by shape:
-    INSERT vs enqueue_many and DELETE … SKIP LOCKED vs claim + complete_many
-    from ``config.connections`` connections; then, per W in
-    ``config.workers``, one producer and W consumers for floor, jobq SQL and
-    pyqueue worker processes."""
-    sql_queue = bench_sql.QUEUE_PREFIX + "sql"
+def enqueue_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
+    """``config.connections`` producers inserting ``config.jobs`` jobs in
+    batches: the floor's INSERT … SELECT unnest($1::jsonb[]) (with its one
+    NOTIFY per statement, as jobq sends) against jobq.enqueue_many,
+    back to back, ``config.repeat`` rounds; the best of each counts."""
+    queue = bench_sql.QUEUE_PREFIX + "enqueue"
     size = bench_sql.Size(config.jobs, config.batch, STEP_TIMEOUT)
     conns = config.connections
     best = Best()
     for round_number in range(1, config.repeat + 1):
-        progress(f"throughput, round {round_number} of {config.repeat}")
-        best.keep("floor_insert", measure("floor: INSERT", bench_sql.produce_outcome,
-                                          dsn, bench_sql.floor_insert, "", conns, size))
-        best.keep("jobq_enqueue", measure("jobq: enqueue_many", bench_sql.produce_outcome,
-                                          dsn, bench_sql.jobq_enqueue, sql_queue, conns, size))
-        bench_sql.vacuum(conn, "jobq._job", FLOOR_TABLE)
-        best.keep("floor_drain", measure("floor: DELETE … SKIP LOCKED", bench_sql.drain_outcome,
-                                         dsn, bench_sql.floor_drain, "", conns, size))
-        best.keep("jobq_drain", measure("jobq: claim + complete_many", bench_sql.drain_outcome,
-                                        dsn, bench_sql.jobq_drain, sql_queue, conns, size))
-        for workers in config.workers:
-            bench_sql.vacuum(conn, "jobq._job", FLOOR_TABLE)
-            shape = f"1 producer + {workers} consumers"
-            best.keep(f"floor_mixed_{workers}", measure(f"floor: {shape}", bench_sql.mixed_outcome,
-                                                        dsn, FLOOR_LOOPS, "", workers, size))
-            best.keep(f"jobq_mixed_{workers}", measure(f"jobq SQL: {shape}", bench_sql.mixed_outcome,
-                                                       dsn, JOBQ_LOOPS, sql_queue, workers, size))
-            bench_sql.vacuum(conn, "jobq._job")
-            run = bench_pyqueue.end_to_end(dsn, conn, workers, config)
-            best.keep(f"e2e_{workers}", run.acknowledged, run)
-            progress(f"pyqueue: 1 producer + {workers} worker processes: "
-                     f"{run.acknowledged.jobs_per_s:,.0f} jobs/s")
+        progress(f"enqueue, round {round_number} of {config.repeat}")
         conn.execute(f"TRUNCATE {FLOOR_TABLE}")
-    return assemble(best, config)
-
-
-def lifecycle(produce: Outcome, drain: Outcome) -> float:
-    """Jobs/s for whole jobs (in, then out) done one phase after the other."""
-    seconds = produce.seconds + drain.seconds
-    return round(min(produce.jobs, drain.jobs) / seconds, 1) if seconds > 0 else 0.0
-
-
-def assemble(best: Best, config: Config) -> dict[str, Any]:
-    """The floor, jobq_sql and pyqueue_e2e sections from the best runs."""
-    o = best.outcomes
-    floor_life = lifecycle(o["floor_insert"], o["floor_drain"])
-    jobq_life = lifecycle(o["jobq_enqueue"], o["jobq_drain"])
-    shape = {"connections": config.connections, "batch": config.batch, "repeat": config.repeat}
-    floor = {
-        "insert": best.result("floor_insert"),
-        "drain": best.result("floor_drain"),
-        "lifecycle_jobs_per_s": floor_life,
-        "mixed": {str(w): best.result(f"floor_mixed_{w}") for w in config.workers},
-        **shape,
-    }
-    jobq = {
-        "enqueue": best.result("jobq_enqueue", ratio_to_floor=ratio(
-            o["jobq_enqueue"].jobs_per_s, o["floor_insert"].jobs_per_s)),
-        "claim_complete": best.result("jobq_drain", ratio_to_floor=ratio(
-            o["jobq_drain"].jobs_per_s, o["floor_drain"].jobs_per_s)),
-        "lifecycle_jobs_per_s": jobq_life,
-        "lifecycle_ratio_to_floor": ratio(jobq_life, floor_life),
-        "mixed": {str(w): best.result(f"jobq_mixed_{w}", ratio_to_floor=ratio(
-            o[f"jobq_mixed_{w}"].jobs_per_s, o[f"floor_mixed_{w}"].jobs_per_s)) for w in config.workers},
-        **shape,
-    }
-    runs: dict[str, Any] = {}
-    for w in config.workers:
-        run: bench_pyqueue.EndToEnd = best.extra[f"e2e_{w}"]
-        runs[str(w)] = best.result(
-            f"e2e_{w}",
-            ratio_to_floor=ratio(run.acknowledged.jobs_per_s, o[f"floor_mixed_{w}"].jobs_per_s),
-            ratio_to_jobq_sql=ratio(run.acknowledged.jobs_per_s, o[f"jobq_mixed_{w}"].jobs_per_s),
-            handled_jobs_per_s=round(run.handled.jobs_per_s, 1),
-            function_calls=run.calls,
-        )
-    e2e = {"runs": runs, "jobs": config.jobs, "batch": config.batch, "repeat": config.repeat,
-           "concurrency_per_process": config.worker_concurrency}
-    return {"floor": floor, "jobq_sql": jobq, "pyqueue_e2e": e2e}
+        conn.execute("DELETE FROM jobq._job WHERE queue = %s", (queue,))
+        bench_sql.vacuum(conn, "jobq._job", FLOOR_TABLE)
+        best.keep("floor", measure("floor: INSERT … unnest", bench_sql.produce_outcome,
+                                   dsn, bench_sql.floor_insert, "", conns, size))
+        best.keep("jobq", measure("jobq: enqueue_many", bench_sql.produce_outcome,
+                                  dsn, bench_sql.jobq_enqueue, queue, conns, size))
+    conn.execute(f"TRUNCATE {FLOOR_TABLE}")
+    conn.execute("DELETE FROM jobq._job WHERE queue = %s", (queue,))
+    floor = best.outcomes["floor"].jobs_per_s
+    return {"floor": best.result("floor"),
+            "jobq": best.result("jobq", ratio_to_floor=ratio(best.outcomes["jobq"].jobs_per_s, floor)),
+            "connections": conns, "jobs": config.jobs, "batch": config.batch, "repeat": config.repeat,
+            "statistic": f"best of {config.repeat} interleaved rounds"}
 
 
 def server_ms_per_call(conn: Conn, before: bench_sql.FunctionStats | None) -> dict[str, float] | None:
@@ -165,7 +114,7 @@ def scaling_section(dsn: str, conn: Conn, config: Config, drain_rate: float) -> 
     """Throughput against consumers for jobq's claim, the naive claim and the
     naive claim with SKIP LOCKED, interleaved point by point and variant by
     variant, each taking from a full queue during a time window; the best
-    of ``config.repeat`` rounds counts."""
+    of ``config.scaling_repeat`` rounds counts."""
     queue = bench_sql.QUEUE_PREFIX + "scale"
     naive_table = f"{bench_sql.BENCH_SCHEMA}.naive_job"
     # Enough jobs that no window runs dry: twice the fastest drain seen so
@@ -173,7 +122,7 @@ def scaling_section(dsn: str, conn: Conn, config: Config, drain_rate: float) -> 
     fastest = max(drain_rate, config.jobs / 10)
     depth = int(fastest * (config.window + config.warmup) * 2) + config.batch * max(config.scaling)
     best = Best()
-    for round_number in range(1, config.repeat + 1):
+    for round_number in range(1, config.scaling_repeat + 1):
         for consumers in config.scaling:
             for variant, (loop, _) in SCALING_VARIANTS.items():
                 if variant == "jobq":
@@ -188,7 +137,7 @@ def scaling_section(dsn: str, conn: Conn, config: Config, drain_rate: float) -> 
                 best.keep(f"{variant}_{consumers}", outcome, server_ms_per_call(conn, before))
             rates = ", ".join(f"{variant} {best.rates[f'{variant}_{consumers}'][-1]:,.0f}"
                               for variant in SCALING_VARIANTS)
-            progress(f"scaling, round {round_number} of {config.repeat}: {consumers:>2} consumers: "
+            progress(f"scaling, round {round_number} of {config.scaling_repeat}: {consumers:>2} consumers: "
                      f"{rates} jobs/s")
     conn.execute("DELETE FROM jobq._job WHERE queue = %s", (queue,))
     conn.execute(f"TRUNCATE {naive_table}")
@@ -206,4 +155,4 @@ def scaling_section(dsn: str, conn: Conn, config: Config, drain_rate: float) -> 
         points.append(point)
     return {"points": points, "variants": {name: about for name, (_, about) in SCALING_VARIANTS.items()},
             "batch": config.batch, "window_seconds": config.window, "warmup_seconds": config.warmup,
-            "repeat": config.repeat, "queue_depth": depth}
+            "repeat": config.scaling_repeat, "queue_depth": depth}
