@@ -23,8 +23,9 @@ run (the goals of issue 11, "the fast path"):
    and a profile: each statement timed alone, the server time of each jobq
    function, and the plan jobq.claim uses.
 
-Comparisons run back to back, round after round (``--repeat``); the best of
-each counts, and every round's figure is in the JSON. Without ``--dsn`` it
+Comparisons run back to back, round after round (``--repeat``); the median
+round of each counts (``--statistic best``: the fastest), and every round's
+figure is in the JSON. Without ``--dsn`` it
 starts a throwaway local server with PostgreSQL's durable defaults (fsync
 and synchronous_commit on), so commits cost what they cost on a normal
 server. With ``--dsn`` it works in the scratch schema ``jobq_bench`` and
@@ -61,6 +62,7 @@ from pyqueue import (
 )
 from pyqueue.bench_config import QUICK, Config
 from pyqueue.bench_harness import BenchError, progress
+from pyqueue.bench_throughput import STATISTICS
 from pyqueue.localserver import LocalServer, temporary_directory
 
 DEFAULT_JSON = Path("bench-results/bench.json")
@@ -176,6 +178,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=positive_int, metavar="N",
                         help="interleaved rounds of each comparison; the best counts "
                         f"(default {Config.repeat})")
+    parser.add_argument("--statistic", choices=STATISTICS,
+                        help="what counts of the repeated rounds: the median run or the best "
+                        f"(default {Config.statistic})")
     parser.add_argument("--scaling", type=int_list, metavar="N,N",
                         help=f"consumer counts for the scaling runs (default {counts(Config.scaling)})")
     parser.add_argument("--scaling-repeat", type=positive_int, metavar="N",
@@ -212,6 +217,7 @@ def config_from(args: argparse.Namespace) -> Config:
         "drain_jobs": args.drain_jobs, "drain_workers": args.workers, "leased_jobs": args.leased_jobs,
         "leased_workers": args.leased_workers, "single_jobs": args.single_jobs, "jobs": args.jobs,
         "batch": args.batch, "connections": args.connections, "repeat": args.repeat,
+        "statistic": args.statistic,
         "scaling": args.scaling, "scaling_repeat": args.scaling_repeat, "window": args.window,
         "latency_samples": args.latency_samples, "latency_workers": args.latency_workers,
         "worker_concurrency": args.worker_concurrency, "soak_minutes": args.soak,

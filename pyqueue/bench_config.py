@@ -22,7 +22,8 @@ class Config:
     jobs: int = 30_000  # jobs per enqueue measurement (INSERT vs enqueue_many)
     batch: int = 100  # jobs per INSERT / enqueue_many / DELETE / claim / take / complete_many / batch_size
     connections: int = 4  # producers in the enqueue measurement
-    repeat: int = 3  # interleaved rounds of every comparison; the best of each counts
+    repeat: int = 5  # interleaved rounds of every comparison (drain, enqueue, one connection, latency: once)
+    statistic: str = "median"  # what counts of the rounds: "median" (the middle run) or "best" (the fastest)
     scaling: tuple[int, ...] = (1, 2, 4, 8, 16, 32)  # consumers per scaling point
     scaling_repeat: int = 1  # rounds of the scaling runs (a window each; not a goal of issue 11)
     window: float = 2.0  # seconds measured per scaling point

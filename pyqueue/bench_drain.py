@@ -5,8 +5,8 @@ with many long-leased jobs ahead in the queue; and one connection alone.
 
 Every row drains the same number of pre-filled no-op jobs in batches of the
 same size. A round measures every row back to back (the machine is shared
-and drifts); the best of ``config.repeat`` rounds counts, and every round's
-figure is kept in the JSON.
+and drifts); the median (or best, ``--statistic``) of ``config.repeat``
+rounds counts, and every round's figure is kept in the JSON.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from pyqueue import bench_pyqueue, bench_sql
 from pyqueue.bench_config import STEP_TIMEOUT, Config
 from pyqueue.bench_harness import BenchError, Outcome, Signals, Task, progress, ratio
-from pyqueue.bench_throughput import Best
+from pyqueue.bench_throughput import Best, statistic_text
 
 Conn = bench_sql.Conn
 SCHEMA = bench_sql.BENCH_SCHEMA
@@ -45,6 +45,7 @@ ROWS = {  # drain rows, in the order they run and print: what each does
     "pyqueue_in_txn": "pyqueue.Worker, register(q, fn, in_transaction=True)",
 }
 LEASED_ROWS = ("jobq_sql", "pyqueue")
+CALLS_SHOWN = ("claim", "complete_many", "take", "hold", "complete_held", "next_run_at", "reap")  # jobq.name
 SINGLE_ROWS = {  # one connection alone: what each does
     "floor": "DELETE … SKIP LOCKED LIMIT n RETURNING (autocommit)",
     "jobq_claim_complete": "jobq.claim(q, n) + jobq.complete_many (autocommit)",
@@ -95,15 +96,15 @@ def fill(conn: Conn, row: str, queue: str, jobs: int) -> None:
 
 
 def drain_once(dsn: str, conn: Conn, row: str, workers: int, config: Config, *, jobs: int, queue: str,
-               left: int = 0) -> tuple[Outcome, Outcome | None]:
+               left: int = 0) -> tuple[Outcome, bench_pyqueue.Drained | None]:
     """Pre-fill, then time ``workers`` processes of ``row`` taking ``jobs``
     jobs. Returns the outcome (for pyqueue: until acknowledged) and, for
-    pyqueue, the outcome until the last handler call."""
+    pyqueue, the whole drain (until the last handler call; its calls)."""
     fill(conn, row, queue, jobs)
     if row.startswith("pyqueue"):
         drained = bench_pyqueue.worker_drain(dsn, conn, queue, workers, config, jobs=jobs, left=left,
                                              in_transaction=row == "pyqueue_in_txn")
-        return drained.acknowledged, drained.handled
+        return drained.acknowledged, drained
     loops: dict[str, Callable[[Task, Signals], None]] = {
         "floor": bench_sql.floor_drain, "pgmq": pgmq_drain, "jobq_sql": bench_sql.jobq_drain,
         "jobq_claim_complete": bench_sql.jobq_drain, "jobq_take": take_drain,
@@ -112,9 +113,9 @@ def drain_once(dsn: str, conn: Conn, row: str, workers: int, config: Config, *, 
     return bench_sql.drain_outcome(dsn, loops[row], queue, workers, size), None
 
 
-def keep(best: Best, key: str, label: str, measured: tuple[Outcome, Outcome | None]) -> None:
-    outcome, handled = measured
-    best.keep(key, outcome, handled)
+def keep(best: Best, key: str, label: str, measured: tuple[Outcome, bench_pyqueue.Drained | None]) -> None:
+    outcome, drained = measured
+    best.keep(key, outcome, drained)
     progress(f"{label}: {outcome.jobs_per_s:,.0f} jobs/s")
 
 
@@ -163,10 +164,22 @@ def entry(best: Best, key: str, floor: float | None = None, **more: Any) -> dict
     found = best.result(key, **more)
     if floor is not None:
         found["ratio_to_floor"] = ratio(outcome.jobs_per_s, floor)
-    handled = best.extra.get(key)
-    if isinstance(handled, Outcome):
-        found["handled_jobs_per_s"] = round(handled.jobs_per_s, 1)
+    drained = best.extra.get(key)
+    if isinstance(drained, bench_pyqueue.Drained):
+        found["handled_jobs_per_s"] = round(drained.handled.jobs_per_s, 1)
+        found.update(call_counts(drained.calls, outcome.jobs))
     return found
+
+
+def call_counts(calls: dict[str, Any] | None, jobs: int) -> dict[str, Any]:
+    """How the workers of a drain talked to jobq: calls of each claim- and
+    acknowledge-like function, and jobs per call (empty without
+    track_functions)."""
+    found: dict[str, Any] = {}
+    for name, c in (calls or {}).items():  # name: the signature, e.g. jobq.claim(text[],integer,…)
+        if name.split("(")[0].removeprefix("jobq.") in CALLS_SHOWN:
+            found[name] = {"calls": c["calls"], "jobs_per_call": round(jobs / c["calls"], 1)}
+    return {"function_calls": found} if found else {}
 
 
 def drain_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
@@ -174,7 +187,7 @@ def drain_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
     round, then the leased-ahead rows; ratios to the floor and pgmq rows."""
     in_txn = bench_pyqueue.in_transaction_supported()
     rows = [row for row in ROWS if row != "pyqueue_in_txn" or in_txn]
-    best = Best()
+    best = Best(config.statistic)
     for round_number in range(1, config.repeat + 1):
         progress(f"drain of {config.drain_jobs:,} pre-filled jobs, round {round_number} of {config.repeat}")
         for workers in config.drain_workers:
@@ -209,7 +222,7 @@ def drain_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
             leased[row] = entry(best, key, leased_floor, ratio_to_plain=ratio(best.outcomes[key].jobs_per_s,
                                                                        plain_rate) if plain_rate else None)
     return {"jobs": config.drain_jobs, "batch": config.batch, "repeat": config.repeat,
-            "statistic": f"best of {config.repeat} interleaved rounds",
+            "statistic": statistic_text(config),
             "concurrency_per_process": config.worker_concurrency, "in_transaction_worker": in_txn,
             "rows": ROWS, "workers": by_workers, "leased_ahead": leased}
 
@@ -217,7 +230,7 @@ def drain_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
 def single_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
     """One connection alone: the floor DELETE loop, claim + complete_many
     and take in a transaction, back to back, best of ``config.repeat``."""
-    best = Best()
+    best = Best(config.statistic)
     for round_number in range(1, config.repeat + 1):
         progress(f"one connection, {config.single_jobs:,} pre-filled jobs, round {round_number} "
                  f"of {config.repeat}")
@@ -227,5 +240,5 @@ def single_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
             keep(best, row, f"one connection, {row}", measured)
     floor = best.outcomes["floor"].jobs_per_s
     return {"jobs": config.single_jobs, "batch": config.batch, "repeat": config.repeat,
-            "statistic": f"best of {config.repeat} interleaved rounds", "about": SINGLE_ROWS,
+            "statistic": statistic_text(config), "about": SINGLE_ROWS,
             "rows": {row: entry(best, row, floor) for row in SINGLE_ROWS}}

@@ -22,14 +22,56 @@ from pyqueue.bench_sql import (
     JOBQ_CLAIM,
     JOBQ_COMPLETE,
     JOBQ_ENQUEUE,
+    JOBQ_TAKE,
     QUEUE_PREFIX,
     Conn,
-    function_calls_since,
-    function_stats,
     payload,
     prefill_jobq,
     vacuum,
 )
+
+# --- function statistics (track_functions) -------------------------------------------
+
+STATS_SETTLE = 0.5  # seconds for ended backends to flush their statistics
+FUNCTION_STATS = """
+SELECT funcid::regprocedure::text, calls, total_time, self_time
+FROM pg_stat_user_functions WHERE schemaname = 'jobq'
+"""
+FunctionStats = dict[str, tuple[int, float, float]]
+
+
+def function_stats(conn: Conn) -> FunctionStats | None:
+    """Calls and milliseconds (total, self) per jobq function so far, or
+    None when track_functions is off (nothing is recorded)."""
+    row = conn.execute("SELECT current_setting('track_functions'), current_setting('server_version_num')::int"
+                       ).fetchone()
+    if row is None or row[0] == "none":
+        return None
+    if int(row[1]) >= 150000:
+        conn.execute("SELECT pg_stat_force_next_flush()")  # this session's own calls, too
+        conn.execute("SELECT 1")
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return {str(r[0]): (int(r[1]), float(r[2]), float(r[3])) for r in conn.execute(FUNCTION_STATS).fetchall()}
+
+
+def function_calls_since(conn: Conn, before: FunctionStats | None, settle: float = STATS_SETTLE,
+                         ) -> dict[str, Any] | None:
+    """Per jobq function called since ``before``: calls, and server
+    milliseconds per call (total, and self: without nested jobq calls).
+    ``settle``: seconds to let other sessions that just ended flush theirs."""
+    if before is None:
+        return None
+    time.sleep(settle)
+    after = function_stats(conn) or {}
+    found: dict[str, Any] = {}
+    for name, (calls, total, own) in sorted(after.items()):
+        old_calls, old_total, old_own = before.get(name, (0, 0.0, 0.0))
+        if calls > old_calls:
+            n = calls - old_calls
+            found[name] = {"calls": n, "total_ms_per_call": round((total - old_total) / n, 4),
+                           "self_ms_per_call": round((own - old_own) / n, 4)}
+    return found
+
 
 REPETITIONS = 30  # timed calls per statement
 PLAN_CALLS = 8  # claim calls before reading its plan: plpgsql may switch to a generic plan after 5
@@ -90,6 +132,8 @@ def round_trips(conn: Conn, batch: int, repetitions: int = REPETITIONS) -> dict[
     found["jobq_enqueue_many"], _ = timed(conn, JOBQ_ENQUEUE, [(queue, payloads)] * repetitions, batch)
     found["jobq_claim"], claimed = timed(conn, JOBQ_CLAIM, [(queue, batch, "profile")] * repetitions, batch)
     found["jobq_complete_many"], _ = timed(conn, JOBQ_COMPLETE, acks(claimed), batch)
+    prefill_jobq(conn, queue, batch * repetitions)
+    found["jobq_take"], _ = timed(conn, JOBQ_TAKE, [(queue, batch)] * repetitions, batch)  # autocommit
     conn.execute("SELECT jobq.configure_queue(%s, retention => interval '0')", (bare,))
     try:
         prefill_jobq(conn, bare, batch * repetitions)

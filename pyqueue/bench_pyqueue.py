@@ -22,7 +22,7 @@ from typing import Any, cast
 from psycopg.types.json import Jsonb
 
 import pyqueue
-from pyqueue import bench_sql
+from pyqueue import bench_profile, bench_sql
 from pyqueue.bench_config import STEP_TIMEOUT, Config
 from pyqueue.bench_harness import BenchError, Outcome, Role, Run, Signals, Task, progress
 
@@ -130,11 +130,13 @@ def jobq_listener(task: Task, signals: Signals) -> None:
 
 @dataclass(frozen=True)
 class Drained:
-    """One drain by worker processes: when every job was handled, and when
-    every job was acknowledged (gone from the live table)."""
+    """One drain by worker processes: when every job was handled, when every
+    job was acknowledged (gone from the live table), and the jobq function
+    calls the workers made (None without track_functions)."""
 
     handled: Outcome
     acknowledged: Outcome
+    calls: dict[str, Any] | None
 
 
 def wait_until_acknowledged(conn: Conn, queue: str, deadline: float, left: int = 0) -> None:
@@ -159,11 +161,12 @@ def worker_drain(dsn: str, conn: Conn, queue: str, workers: int, config: Config,
     ``left`` jobs (ones leased by someone else) remain."""
     options = {"in_transaction": True} if in_transaction else {}
     role = Role(pyqueue_worker, worker_tasks(dsn, queue, workers, config, **options))
+    before = bench_profile.function_stats(conn)
     with Run([role], timeout=STEP_TIMEOUT) as run:
         handled = run.until_count(jobs)
         wait_until_acknowledged(conn, queue, run.started_at + STEP_TIMEOUT, left)
         acknowledged = Outcome(jobs, time.perf_counter() - run.started_at)
-    return Drained(handled, acknowledged)
+    return Drained(handled, acknowledged, bench_profile.function_calls_since(conn, before))
 
 
 # --- pickup latency --------------------------------------------------------------------
@@ -190,25 +193,27 @@ def distribution(values_ms: list[float]) -> dict[str, float]:
     }
 
 
-def pickups(role: Role, enqueue: Callable[[int], None], config: Config) -> dict[str, Any]:
-    """Start the idle listeners of ``role``, send single jobs one at a time
-    at jittered intervals, and time each from the start of its enqueue call
-    to its handler's start (also split at the enqueue call's return)."""
-    rng = random.Random(LATENCY_SEED)
+Delays = dict[str, list[float]]  # "total", "enqueue_call", "after_commit": milliseconds per job
+
+
+def pickups(role: Role, enqueue: Callable[[int], object], samples: int, config: Config, seed: int) -> Delays:
+    """Start the idle listeners of ``role``, send ``samples`` single jobs one
+    at a time at jittered intervals, and time each from the start of its
+    enqueue call to its handler's start (also split at the call's return)."""
+    rng = random.Random(seed)
     sent: dict[int, tuple[float, float]] = {}
-    timeout = LATENCY_TIMEOUT + config.latency_samples * config.latency_interval * 2
+    timeout = LATENCY_TIMEOUT + samples * config.latency_interval * 2
     with Run([role], timeout=timeout) as run:
         run.sleep(LATENCY_SETTLE)
-        for k in range(config.latency_samples):
+        for k in range(samples):
             before = time.time()
             enqueue(k)
             sent[k] = (before, time.time())
             run.sleep(config.latency_interval * rng.uniform(0.5, 1.5))
         deadline = time.perf_counter() + LATENCY_TIMEOUT
-        while run.counted() < config.latency_samples:
+        while run.counted() < samples:
             if time.perf_counter() > deadline:
-                raise BenchError(f"only {run.counted()} of {config.latency_samples} latency jobs "
-                                 "were picked up")
+                raise BenchError(f"only {run.counted()} of {samples} latency jobs were picked up")
             run.sleep(0.01)
         started: dict[int, float] = {}
         for sample in run.drain_samples():
@@ -218,53 +223,57 @@ def pickups(role: Role, enqueue: Callable[[int], None], config: Config) -> dict[
     if missing:
         raise BenchError(f"{len(missing)} latency jobs reported no handler start")
     return {
-        **distribution([(started[k] - before) * 1000 for k, (before, _) in sent.items()]),
-        "enqueue_call": distribution([(after - before) * 1000 for before, after in sent.values()]),
-        "after_commit": distribution([(started[k] - after) * 1000 for k, (_, after) in sent.items()]),
+        "total": [(started[k] - before) * 1000 for k, (before, _) in sent.items()],
+        "enqueue_call": [(after - before) * 1000 for before, after in sent.values()],
+        "after_commit": [(started[k] - after) * 1000 for k, (_, after) in sent.items()],
     }
 
 
+def summary(delays: Delays) -> dict[str, Any]:
+    return {**distribution(delays["total"]), "enqueue_call": distribution(delays["enqueue_call"]),
+            "after_commit": distribution(delays["after_commit"])}
+
+
 def latency_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
-    """Pickup latency, each with ``config.latency_workers`` idle listeners,
-    one job per transaction: pyqueue workers (pyqueue.enqueue); jobq by
-    hand (jobq.enqueue; LISTEN + jobq.claim(q, 1)); and the floor queue
-    (INSERT + NOTIFY; LISTEN + DELETE … SKIP LOCKED)."""
+    """Pickup latency, each with ``config.latency_workers`` idle listener
+    processes, one job per transaction: pyqueue workers (pyqueue.enqueue);
+    the floor queue (INSERT + NOTIFY; LISTEN + DELETE … SKIP LOCKED); and
+    jobq by hand (jobq.enqueue; LISTEN + jobq.claim(q, 1)). The samples are
+    sent in ``config.repeat`` interleaved rounds and pooled."""
     queue = f"{bench_sql.QUEUE_PREFIX}latency"
+    sql_queue = f"{bench_sql.QUEUE_PREFIX}latency-sql"
     options = {"concurrency": config.worker_concurrency, "use_listen": True,
                "poll_interval": LATENCY_POLL_INTERVAL}
-    jobq_role = Role(latency_worker, [Task(dsn, queue, config.batch, f"listener-{k + 1}", options=options)
-                                      for k in range(config.latency_workers)])
-    def jobq_enqueue(k: int) -> None:
-        pyqueue.enqueue(conn, queue, {"n": k})
-
-    result = pickups(jobq_role, jobq_enqueue, config)
-    progress(f"pickup latency: p50 {result['p50_ms']:.2f} ms, p95 {result['p95_ms']:.2f} ms, "
-             f"p99 {result['p99_ms']:.2f} ms")
-    floor_role = Role(floor_listener, [Task(dsn, "", 1, f"floor-listener-{k + 1}")
-                                       for k in range(config.latency_workers)])
-
-    def floor_enqueue(k: int) -> None:
-        conn.execute(bench_sql.FLOOR_ENQUEUE_ONE, (Jsonb({"n": k}),))
-
-    floor = pickups(floor_role, floor_enqueue, config)
-    progress(f"pickup latency, floor: p50 {floor['p50_ms']:.2f} ms, p99 {floor['p99_ms']:.2f} ms")
-    sql_queue = f"{bench_sql.QUEUE_PREFIX}latency-sql"
-    sql_role = Role(jobq_listener, [Task(dsn, sql_queue, 1, f"sql-listener-{k + 1}")
-                                    for k in range(config.latency_workers)])
-
-    def sql_enqueue(k: int) -> None:
-        conn.execute("SELECT jobq.enqueue(%s, %s)", (sql_queue, Jsonb({"n": k})))
-
-    by_hand = pickups(sql_role, sql_enqueue, config)
-    progress(f"pickup latency, jobq by hand: p50 {by_hand['p50_ms']:.2f} ms, p99 {by_hand['p99_ms']:.2f} ms")
+    workers = range(1, config.latency_workers + 1)
+    variants: dict[str, tuple[Role, Callable[[int], object]]] = {
+        "pyqueue": (Role(latency_worker, [Task(dsn, queue, config.batch, f"listener-{k}", options=options)
+                                          for k in workers]),
+                    lambda k: pyqueue.enqueue(conn, queue, {"n": k})),
+        "floor": (Role(floor_listener, [Task(dsn, "", 1, f"floor-listener-{k}") for k in workers]),
+                  lambda k: conn.execute(bench_sql.FLOOR_ENQUEUE_ONE, (Jsonb({"n": k}),))),
+        "jobq_sql": (Role(jobq_listener, [Task(dsn, sql_queue, 1, f"sql-listener-{k}") for k in workers]),
+                     lambda k: conn.execute("SELECT jobq.enqueue(%s, %s)", (sql_queue, Jsonb({"n": k})))),
+    }
+    rounds = max(1, min(config.repeat, config.latency_samples))
+    pooled: dict[str, Delays] = {name: {"total": [], "enqueue_call": [], "after_commit": []}
+                                 for name in variants}
+    for round_number in range(rounds):
+        samples = len(range(round_number, config.latency_samples, rounds))  # the samples split evenly
+        for name, (role, enqueue) in variants.items():
+            delays = pickups(role, enqueue, samples, config, LATENCY_SEED + round_number)
+            for key, values in delays.items():
+                pooled[name][key] += values
+        progress(f"pickup latency, round {round_number + 1} of {rounds}: " + ", ".join(
+            f"{name} p99 {summary(pooled[name])['p99_ms']:.2f} ms" for name in variants))
     return {
-        **result,
+        **summary(pooled["pyqueue"]),
         "samples": config.latency_samples,
+        "rounds": rounds,
         "workers": config.latency_workers,
         "interval_ms": round(config.latency_interval * 1000, 1),
         "wake_up": f"LISTEN/NOTIFY (polling fallback every {LATENCY_POLL_INTERVAL:g} s)",
-        "jobq_sql": by_hand,
-        "floor": floor,
+        "jobq_sql": summary(pooled["jobq_sql"]),
+        "floor": summary(pooled["floor"]),
     }
 
 

@@ -52,9 +52,14 @@ def headline(results: dict[str, Any]) -> str:
         f"jobq {server['jobq_version']} benchmark on {where}: PostgreSQL {server['server_version']}, "
         f"fsync={server['fsync']}, synchronous_commit={server['synchronous_commit']}, "
         f"shared_buffers={server['shared_buffers']}; client CPUs: {meta['client']['cpu_count']}",
-        f"batch {config['batch']} jobs per statement; every comparison: best of {config['repeat']} "
-        f"interleaved rounds; {meta['seconds']} s in all",
+        f"batch {config['batch']} jobs per statement; every comparison: {config['statistic']} of "
+        f"{config['repeat']} interleaved rounds; {meta['seconds']} s in all",
     ])
+
+
+def short_signature(name: str) -> str:
+    """``jobq.claim(text[],integer,text,interval)`` → ``jobq.claim(text[])``."""
+    return name.split(",", 1)[0].rstrip(")") + ")" if "(" in name else name
 
 
 def drain_table(results: dict[str, Any]) -> str:
@@ -82,8 +87,11 @@ def drain_table(results: dict[str, Any]) -> str:
         for row in ("pyqueue", "pyqueue_in_txn"):
             entry = found[row]
             if entry.get("available", True) and entry.get("handled_jobs_per_s"):
+                calls = "".join(
+                    f"; {short_signature(name)}: {c['calls']:,} calls, {c['jobs_per_call']:g} jobs each"
+                    for name, c in entry.get("function_calls", {}).items())
                 lines.append(f"  {ROW_LABELS[row]}, W={w}: {rate(entry['handled_jobs_per_s'])} jobs/s "
-                             "until the last handler call")
+                             f"until the last handler call{calls}")
     if not drain["in_transaction_worker"]:
         lines.append("  in-transaction worker: not in this pyqueue (Worker.register has no in_transaction)")
     leased = drain["leased_ahead"]

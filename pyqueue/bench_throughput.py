@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyqueue import bench_pyqueue, bench_sql
+from pyqueue import bench_profile, bench_pyqueue, bench_sql
 from pyqueue.bench_config import STEP_TIMEOUT, Config
 from pyqueue.bench_harness import Outcome, progress, ratio
 
@@ -43,26 +43,52 @@ def warm_up(dsn: str, conn: Conn, config: Config) -> None:
     bench_sql.vacuum(conn, "jobq._job", FLOOR_TABLE)
 
 
-class Best:
-    """The best of repeated runs under each key, every rate seen, and the
-    incidents (deadlocks) of all of them."""
+STATISTICS = ("median", "best")  # how repeated rounds become one figure
 
-    def __init__(self) -> None:
-        self.outcomes: dict[str, Outcome] = {}
-        self.extra: dict[str, Any] = {}
-        self.rates: dict[str, list[float]] = {}
+
+class Best:
+    """Repeated runs under each key: the one that stands for them (the
+    median run, or the fastest), every rate seen, and the incidents
+    (deadlocks) of all of them. The median run is the lower middle one of
+    an even count, so it is always a run that happened."""
+
+    def __init__(self, statistic: str = "best") -> None:
+        if statistic not in STATISTICS:
+            raise ValueError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
+        self.statistic = statistic
+        self.runs: dict[str, list[tuple[Outcome, Any]]] = {}
         self.incidents: dict[str, int] = {}
 
     def keep(self, key: str, outcome: Outcome, extra: Any = None) -> Outcome:
-        self.rates.setdefault(key, []).append(round(outcome.jobs_per_s, 1))
+        self.runs.setdefault(key, []).append((outcome, extra))
         self.incidents[key] = self.incidents.get(key, 0) + outcome.incidents
-        if key not in self.outcomes or outcome.jobs_per_s > self.outcomes[key].jobs_per_s:
-            self.outcomes[key] = outcome
-            self.extra[key] = extra
         return outcome
 
+    def chosen(self, key: str) -> tuple[Outcome, Any]:
+        ordered = sorted(self.runs[key], key=lambda run: run[0].jobs_per_s)
+        return ordered[-1] if self.statistic == "best" else ordered[(len(ordered) - 1) // 2]
+
+    @property
+    def outcomes(self) -> dict[str, Outcome]:
+        return {key: self.chosen(key)[0] for key in self.runs}
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return {key: self.chosen(key)[1] for key in self.runs}
+
+    @property
+    def rates(self) -> dict[str, list[float]]:
+        return {key: [round(run[0].jobs_per_s, 1) for run in runs] for key, runs in self.runs.items()}
+
     def result(self, key: str, **more: Any) -> dict[str, Any]:
-        return dict(self.outcomes[key].as_dict(), runs_jobs_per_s=self.rates[key], **more)
+        return dict(self.chosen(key)[0].as_dict(), runs_jobs_per_s=self.rates[key], **more)
+
+
+def statistic_text(config: Config) -> str:
+    """How the rounds of a comparison became its figure, in words."""
+    if config.repeat == 1:
+        return "one round"
+    return f"{config.statistic} of {config.repeat} interleaved rounds"
 
 
 def measure(label: str, step: Callable[..., Outcome], *args: Any) -> Outcome:
@@ -80,7 +106,7 @@ def enqueue_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
     queue = bench_sql.QUEUE_PREFIX + "enqueue"
     size = bench_sql.Size(config.jobs, config.batch, STEP_TIMEOUT)
     conns = config.connections
-    best = Best()
+    best = Best(config.statistic)
     for round_number in range(1, config.repeat + 1):
         progress(f"enqueue, round {round_number} of {config.repeat}")
         conn.execute(f"TRUNCATE {FLOOR_TABLE}")
@@ -96,14 +122,14 @@ def enqueue_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
     return {"floor": best.result("floor"),
             "jobq": best.result("jobq", ratio_to_floor=ratio(best.outcomes["jobq"].jobs_per_s, floor)),
             "connections": conns, "jobs": config.jobs, "batch": config.batch, "repeat": config.repeat,
-            "statistic": f"best of {config.repeat} interleaved rounds"}
+            "statistic": statistic_text(config)}
 
 
-def server_ms_per_call(conn: Conn, before: bench_sql.FunctionStats | None) -> dict[str, float] | None:
+def server_ms_per_call(conn: Conn, before: bench_profile.FunctionStats | None) -> dict[str, float] | None:
     """Server milliseconds per call of jobq.claim and jobq.complete_many
     since ``before`` (None without track_functions): does a claim get
     dearer as consumers are added?"""
-    calls = bench_sql.function_calls_since(conn, before)
+    calls = bench_profile.function_calls_since(conn, before)
     if not calls:
         return None
     return {name.split("(")[0]: c["total_ms_per_call"] for name, c in calls.items()
@@ -131,7 +157,7 @@ def scaling_section(dsn: str, conn: Conn, config: Config, drain_rate: float) -> 
                 else:
                     bench_sql.top_up_naive(conn, depth)
                     bench_sql.vacuum(conn, naive_table)
-                before = bench_sql.function_stats(conn) if variant == "jobq" else None
+                before = bench_profile.function_stats(conn) if variant == "jobq" else None
                 outcome = bench_sql.windowed_outcome(dsn, loop, queue, consumers, batch=config.batch,
                                                      seconds=config.window, warmup=config.warmup)
                 best.keep(f"{variant}_{consumers}", outcome, server_ms_per_call(conn, before))

@@ -22,6 +22,8 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 import pyqueue
 from pyqueue import bench, bench_drain, bench_profile, bench_pyqueue, bench_sql
 from pyqueue.bench_config import QUICK
+from pyqueue.bench_harness import Outcome
+from pyqueue.bench_throughput import Best
 from tests.conftest import proc_dsn
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -231,8 +233,8 @@ def test_add_arguments_accepts_a_parser_that_has_dsn_already() -> None:
 def test_the_full_run_measures_what_issue_11_names() -> None:
     config = bench.config_from(argparse.Namespace(**dict.fromkeys(
         ("quick", "dsn", "drain_jobs", "workers", "leased_jobs", "leased_workers", "single_jobs", "jobs",
-         "batch", "connections", "repeat", "scaling", "scaling_repeat", "window", "latency_samples",
-         "latency_workers", "worker_concurrency", "soak", "soak_sample"))))
+         "batch", "connections", "repeat", "statistic", "scaling", "scaling_repeat", "window",
+         "latency_samples", "latency_workers", "worker_concurrency", "soak", "soak_sample"))))
     assert (config.drain_jobs, config.drain_workers, config.batch) == (50_000, (4, 16), 100)
     assert (config.leased_jobs, config.leased_workers, config.latency_workers) == (10_000, 4, 16)
 
@@ -270,3 +272,18 @@ def test_the_in_transaction_mode_is_found_by_signature(monkeypatch: pytest.Monke
     assert bench_pyqueue.in_transaction_supported() is False
     monkeypatch.setattr(pyqueue, "Worker", fake_worker(with_mode))
     assert bench_pyqueue.in_transaction_supported() is True
+
+
+def test_repeated_rounds_count_by_median_or_best() -> None:
+    def outcome(rate: float) -> Outcome:
+        return Outcome(int(rate), 1.0)
+
+    cases = (("median", (3, 1, 2), 2), ("median", (4, 1, 3, 2), 2), ("best", (3, 1, 2), 3))
+    for statistic, rates, chosen in cases:
+        best = Best(statistic)
+        for rate in rates:
+            best.keep("row", outcome(rate))
+        assert best.outcomes["row"].jobs == chosen, (statistic, rates)
+        assert best.result("row")["runs_jobs_per_s"] == list(map(float, rates))
+    with pytest.raises(ValueError, match="statistic"):
+        Best("mean")
