@@ -2,7 +2,7 @@
 -- DEFINER only where intended, pinned search_path (and lock_timeout on the
 -- claim and worker functions) and a comment everywhere.
 BEGIN;
-SELECT plan(115);
+SELECT plan(135);
 
 -- objects ------------------------------------------------------------------
 SELECT has_schema('jobq', 'schema jobq exists');
@@ -15,19 +15,20 @@ SELECT has_table('jobq', '_queue', 'queue settings table jobq._queue exists');
 SELECT has_table('jobq', '_migration', 'version bookkeeping table jobq._migration exists');
 SELECT has_table('jobq', '_rate_start', 'rate-limit window table jobq._rate_start exists');
 SELECT has_table('jobq', '_periodic', 'periodic job table jobq._periodic exists');
+SELECT has_table('jobq', '_counter', 'finished-job counter table jobq._counter exists');
 SELECT has_view('jobq', 'stats', 'view jobq.stats exists');
 SELECT has_view('jobq', 'jobs', 'view jobq.jobs exists');
 SELECT has_view('jobq', 'queues', 'view jobq.queues exists');
 SELECT has_view('jobq', 'schedules', 'view jobq.schedules exists');
 SELECT has_type('jobq', 'job', 'type jobq.job exists');
 
-SELECT is(jobq.version(), '0.2.0', 'jobq.version() is 0.2.0');
--- A fresh install records 0.2.0 only; an upgraded one records every step.
+SELECT is(jobq.version(), '0.3.0', 'jobq.version() is 0.3.0');
+-- A fresh install records 0.3.0 only; an upgraded one records every step.
 SELECT is((SELECT version FROM jobq._migration
-           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.2.0',
-          'the newest version recorded in jobq._migration is 0.2.0');
-SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0')$$,
-                'jobq._migration records only released versions up to 0.2.0');
+           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.3.0',
+          'the newest version recorded in jobq._migration is 0.3.0');
+SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0')$$,
+                'jobq._migration records only released versions up to 0.3.0');
 
 SELECT set_has(
     $$SELECT attname::text FROM pg_catalog.pg_attribute
@@ -56,8 +57,9 @@ SELECT set_eq(
 SELECT set_eq(
     $$SELECT column_name::text FROM information_schema.columns
       WHERE table_schema = 'jobq' AND table_name = 'stats'$$,
-    $$VALUES ('queue'), ('ready'), ('scheduled'), ('running'), ('dead'), ('oldest_ready_age'), ('paused')$$,
-    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age, paused');
+    $$VALUES ('queue'), ('ready'), ('scheduled'), ('running'), ('dead'), ('oldest_ready_age'), ('paused'),
+             ('completed_total'), ('failed_total'), ('dead_total')$$,
+    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age, paused and the completed/failed/dead totals');
 
 -- the public API, exactly ----------------------------------------------------
 SELECT set_eq(
@@ -85,6 +87,9 @@ SELECT set_eq(
         'jobq.schedule_maintenance(text,text)',
         'jobq.unschedule_maintenance()',
         'jobq.take(text,integer)',
+        'jobq.hold(text,integer)',
+        'jobq.complete_held(bigint[])',
+        'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
         'jobq.pause(text)',
         'jobq.resume(text)',
@@ -115,6 +120,9 @@ SELECT has_function('jobq', 'reset_queue', ARRAY['text'], 'jobq.reset_queue(text
 SELECT has_function('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'jobq.schedule_maintenance(text, text) exists');
 SELECT has_function('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'jobq.unschedule_maintenance() exists');
 SELECT has_function('jobq', 'take', ARRAY['text', 'integer'], 'jobq.take(text, int) exists');
+SELECT has_function('jobq', 'hold', ARRAY['text', 'integer'], 'jobq.hold(text, int) exists');
+SELECT has_function('jobq', 'complete_held', ARRAY['bigint[]'], 'jobq.complete_held(bigint[]) exists');
+SELECT has_function('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'jobq.fail_held(bigint, text, timestamptz) exists');
 SELECT has_function('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'jobq.snooze(bigint, uuid, timestamptz) exists');
 SELECT has_function('jobq', 'pause', ARRAY['text'], 'jobq.pause(text) exists');
 SELECT has_function('jobq', 'resume', ARRAY['text'], 'jobq.resume(text) exists');
@@ -143,6 +151,9 @@ SELECT function_returns('jobq', 'reset_queue', ARRAY['text'], 'boolean', 'reset_
 SELECT function_returns('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'setof record', 'schedule_maintenance() returns a table');
 SELECT function_returns('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'integer', 'unschedule_maintenance() returns integer');
 SELECT function_returns('jobq', 'take', ARRAY['text', 'integer'], 'setof jobq.job', 'take() returns setof jobq.job');
+SELECT function_returns('jobq', 'hold', ARRAY['text', 'integer'], 'setof jobq.job', 'hold() returns setof jobq.job');
+SELECT function_returns('jobq', 'complete_held', ARRAY['bigint[]'], 'integer', 'complete_held() returns integer');
+SELECT function_returns('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'boolean', 'fail_held() returns boolean');
 SELECT function_returns('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'boolean', 'snooze() returns boolean');
 SELECT function_returns('jobq', 'pause', ARRAY['text'], 'boolean', 'pause() returns boolean');
 SELECT function_returns('jobq', 'resume', ARRAY['text'], 'boolean', 'resume() returns boolean');
@@ -157,13 +168,18 @@ SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid'], 'complete() is SE
 SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'version', ARRAY[]::text[], 'version() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'schedule_maintenance() is not SECURITY DEFINER (pg_cron jobs run as the caller)');
-SELECT isnt_definer('jobq', '_finish', ARRAY['bigint[]', 'uuid[]', 'text', 'text'], 'private _finish() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_finish', ARRAY['bigint[]', 'uuid[]', 'text', 'text', 'boolean'], 'private _finish() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_lock_ready', ARRAY['text', 'integer'], 'private _lock_ready() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_fold_counters', ARRAY[]::text[], 'private _fold_counters() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_pick', ARRAY['text[]', 'integer', 'interval', 'timestamp with time zone'], 'private _pick() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer'],
                     'every() is not SECURITY DEFINER (its pg_cron job runs as the caller)');
 SELECT isnt_definer('jobq', 'unschedule', ARRAY['text'], 'unschedule() is not SECURITY DEFINER (pg_cron checks the caller owns the job)');
 SELECT is_definer('jobq', 'enqueue_periodic', ARRAY['text'], 'enqueue_periodic() is SECURITY DEFINER (what the pg_cron job calls)');
 SELECT is_definer('jobq', 'take', ARRAY['text', 'integer'], 'take() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'hold', ARRAY['text', 'integer'], 'hold() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'complete_held', ARRAY['bigint[]'], 'complete_held() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'fail_held() is SECURITY DEFINER');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
@@ -186,6 +202,9 @@ SELECT set_eq(
         'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval)',
         'jobq.reset_queue(text)',
         'jobq.take(text,integer)',
+        'jobq.hold(text,integer)',
+        'jobq.complete_held(bigint[])',
+        'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
         'jobq.pause(text)',
         'jobq.resume(text)',
@@ -228,6 +247,9 @@ SELECT set_eq(
         'jobq.claim(text,integer,text,interval)',
         'jobq.claim(text[],integer,text,interval)',
         'jobq.take(text,integer)',
+        'jobq.hold(text,integer)',
+        'jobq.complete_held(bigint[])',
+        'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
         'jobq.complete(bigint,uuid)',
         'jobq.complete_many(bigint[],uuid[])',
@@ -236,7 +258,7 @@ SELECT set_eq(
         'jobq.release(bigint,uuid)',
         'jobq.reap(integer)'
     ],
-    'lock_timeout = 5s is pinned on exactly claim, take, snooze, complete, complete_many, fail, heartbeat, release, reap');
+    'lock_timeout = 5s is pinned on exactly claim, take, hold, complete_held, fail_held, snooze, complete, complete_many, fail, heartbeat, release, reap');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c LIKE 'lock\_timeout=%' AND c <> 'lock_timeout=5s'$$,
@@ -248,15 +270,21 @@ SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'plan_cache_mode=force_generic_plan'$$,
     ARRAY['jobq.claim(text[],integer,text,interval)',
+          'jobq.take(text,integer)',
+          'jobq._plain_leases(text[],interval)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
-          'jobq._finish(bigint[],uuid[],text,text)'],
+          'jobq._lock_ready(text,integer)',
+          'jobq._finish(bigint[],uuid[],text,text,boolean)'],
     'the claim and finish path runs generic plans (planning once, not per call)');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'jit=off'$$,
     ARRAY['jobq.claim(text[],integer,text,interval)',
+          'jobq.take(text,integer)',
+          'jobq._plain_leases(text[],interval)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
-          'jobq._finish(bigint[],uuid[],text,text)'],
+          'jobq._lock_ready(text,integer)',
+          'jobq._finish(bigint[],uuid[],text,text,boolean)'],
     'the generic plans of the claim and finish path are never JIT-compiled (their cost estimates would trigger it)');
 
 -- the hot table ---------------------------------------------------------------
@@ -264,7 +292,29 @@ SELECT has_index('jobq', '_job', '_job_claim_idx', ARRAY['queue', 'priority', 'r
                  'claim index on (queue, priority, run_at, id)');
 SELECT is((SELECT pg_catalog.pg_get_expr(i.indpred, i.indrelid) FROM pg_catalog.pg_index AS i
            WHERE i.indexrelid = 'jobq._job_claim_idx'::regclass),
-          '(status = ''ready''::text)', 'the claim index is partial: ready rows only');
+          '(NOT parked)', 'the claim index is partial: every row but the parked ones');
+SELECT hasnt_index('jobq', '_job', '_job_lease_idx', 'no lease index (a claim writes no indexed column: HOT)');
+SELECT is_empty(
+    $$SELECT a.attname::text
+      FROM pg_catalog.pg_index AS i
+      JOIN pg_catalog.pg_attribute AS a ON a.attrelid = i.indrelid
+      WHERE i.indrelid = 'jobq._job'::regclass
+        AND a.attname IN ('status', 'attempts', 'lease_token', 'lease_expires_at', 'worker', 'started_at')
+        AND (a.attnum = ANY (i.indkey)
+             OR pg_catalog.pg_get_expr(i.indpred, i.indrelid) ~ ('\m' || a.attname || '\M')
+             OR pg_catalog.pg_get_expr(i.indexprs, i.indrelid) ~ ('\m' || a.attname || '\M'))$$,
+    'no index of jobq._job covers (as key, expression or predicate) a column a claim writes: its UPDATE can be HOT');
+SELECT has_index('jobq', '_job', '_job_parked_idx', ARRAY['queue'], 'parked index on (queue)');
+SELECT is((SELECT pg_catalog.pg_get_expr(i.indpred, i.indrelid) FROM pg_catalog.pg_index AS i
+           WHERE i.indexrelid = 'jobq._job_parked_idx'::regclass),
+          'parked', 'the parked index holds parked rows only');
+SELECT ok((SELECT 'fillfactor=50' = ANY (c.reloptions) FROM pg_catalog.pg_class AS c WHERE c.oid = 'jobq._job'::regclass),
+          'jobq._job has fillfactor 50 (room on the page for the HOT row version)');
+SELECT col_not_null('jobq', '_job', 'parked', 'parked is NOT NULL');
+SELECT col_default_is('jobq', '_job', 'parked', 'false', 'a new job is not parked');
+SELECT throws_ok(
+    $$INSERT INTO jobq._job (queue, payload, max_attempts, parked) VALUES ('q', '{}', 1, true)$$,
+    '23514', NULL, 'only a running job can be parked');
 SELECT index_is_unique('jobq', '_job', '_job_key_idx', 'one active job per (queue, job_key)');
 SELECT has_index('jobq', '_job', '_job_group_idx', ARRAY['queue', 'group_key', 'id'],
                  'serial-group index on (queue, group_key, id)');

@@ -2,7 +2,7 @@
 -- nothing: live table, archive, settings and the id sequence are compared
 -- with a snapshot after every call. Unknown ids return false / 0.
 BEGIN;
-SELECT plan(279);
+SELECT plan(323);
 
 -- some existing state that a bad call must not touch
 DO $$ BEGIN
@@ -25,6 +25,7 @@ CREATE FUNCTION pg_temp.jq_state() RETURNS text LANGUAGE sql AS $$
         (SELECT string_agg(to_jsonb(q)::text, ',' ORDER BY queue) FROM jobq._queue AS q),
         (SELECT string_agg(to_jsonb(p)::text, ',' ORDER BY name) FROM jobq._periodic AS p),
         (SELECT string_agg(to_jsonb(r)::text, ',' ORDER BY queue, started_at) FROM jobq._rate_start AS r),
+        (SELECT string_agg(to_jsonb(c)::text, ',' ORDER BY c::text) FROM jobq._counter AS c),
         (SELECT last_value::text || is_called::text FROM jobq._job_id_seq)))
 $$;
 CREATE TEMP TABLE s0 AS SELECT pg_temp.jq_state() AS state,
@@ -172,6 +173,30 @@ SELECT pg_temp.bad($$SELECT jobq.take('bad', NULL)$$, 'JQ007', 'jobq: n must be 
 SELECT pg_temp.bad($$SELECT jobq.take('bad', -1)$$, 'JQ007', NULL, 'take: n -1');
 SELECT pg_temp.bad($$SELECT jobq.take('bad', 1001)$$, 'JQ007', NULL, 'take: n 1001');
 SELECT pg_temp.bad($$SELECT jobq.take('bad-rated', NULL)$$, 'JQ007', NULL, 'take: n NULL on a rate-limited queue (no window row recorded)');
+
+-- hold, complete_held, fail_held (0.3.0) ---------------------------------------------------
+SELECT pg_temp.bad($$SELECT jobq.hold(NULL)$$, 'JQ001',
+    'jobq: queue must be a queue name of 1 to 128 characters from [A-Za-z0-9_.:-], got NULL', 'hold: queue NULL');
+SELECT pg_temp.bad($$SELECT jobq.hold('a b')$$, 'JQ001', NULL, 'hold: queue ''a b''');
+SELECT pg_temp.bad($$SELECT jobq.hold('bad', NULL)$$, 'JQ007', 'jobq: n must be between 0 and 1000, got NULL',
+    'hold: n NULL (never "everything")');
+SELECT pg_temp.bad($$SELECT jobq.hold('bad', -1)$$, 'JQ007', NULL, 'hold: n -1');
+SELECT pg_temp.bad($$SELECT jobq.hold('bad', 1001)$$, 'JQ007', NULL, 'hold: n 1001');
+SELECT pg_temp.bad($$SELECT jobq.hold('bad-rated', NULL)$$, 'JQ007', NULL, 'hold: n NULL on a rate-limited queue (no window row recorded)');
+SELECT pg_temp.bad($$SELECT jobq.complete_held(NULL)$$, 'JQ010', 'jobq: ids must be an array of job ids without NULL',
+    'complete_held: ids NULL');
+SELECT pg_temp.bad($$SELECT jobq.complete_held(ARRAY[(SELECT min(id) FROM jobq._job WHERE queue = 'bad' AND status = 'ready'), NULL])$$,
+    'JQ010', 'jobq: ids must be an array of job ids without NULL', 'complete_held: a NULL among ids (the good id is not completed)');
+SELECT pg_temp.bad($$SELECT jobq.complete_held('{NULL}'::bigint[])$$, 'JQ010', NULL, 'complete_held: ids {NULL}');
+SELECT pg_temp.bad($$SELECT jobq.complete_held(ARRAY(SELECT g::bigint FROM generate_series(1, 10001) AS g))$$, 'JQ007',
+    'jobq: cardinality(ids) must be between 0 and 10000, got 10001', 'complete_held: 10,001 ids');
+SELECT pg_temp.bad($$SELECT jobq.fail_held(NULL, 'e')$$, 'JQ010', 'jobq: id must not be NULL', 'fail_held: id NULL');
+SELECT pg_temp.bad($$SELECT jobq.fail_held((SELECT min(id) FROM jobq._job WHERE queue = 'bad' AND status = 'ready'), 'e', 'infinity')$$,
+    'JQ006', NULL, 'fail_held: retry_at infinity (checked before the job is touched)');
+SELECT pg_temp.bad($$SELECT jobq.fail_held((SELECT min(id) FROM jobq._job WHERE queue = 'bad' AND status = 'ready'), 'e', now() + interval '11 years')$$,
+    'JQ006', NULL, 'fail_held: retry_at 11 years ahead');
+SELECT pg_temp.bad($$SELECT jobq.fail_held((SELECT min(id) FROM jobq._job WHERE queue = 'bad' AND status = 'ready'), 'e', '-infinity')$$,
+    'JQ006', NULL, 'fail_held: retry_at -infinity');
 SELECT pg_temp.bad($$SELECT jobq.claim('bad-rated', -1)$$, 'JQ007', NULL, 'claim: n -1 on a rate-limited queue (no window row recorded)');
 
 -- complete, complete_many, fail, heartbeat, release, snooze ------------------------------
@@ -261,6 +286,17 @@ SELECT pg_temp.noop($$SELECT jobq.resume('no-such-queue')$$, 'false', 'resume of
 SELECT pg_temp.noop($$SELECT jobq.resume('bad')$$, 'false', 'resume of a queue that is not paused returns false');
 SELECT pg_temp.noop($$SELECT count(*) FROM jobq.take('no-such-queue', 1000)$$, '0', 'take of an unknown queue returns no rows');
 SELECT pg_temp.noop($$SELECT count(*) FROM jobq.take('bad', 0)$$, '0', 'take with n = 0 returns no rows');
+SELECT pg_temp.noop($$SELECT count(*) FROM jobq.hold('no-such-queue', 1000)$$, '0', 'hold of an unknown queue returns no rows');
+SELECT pg_temp.noop($$SELECT count(*) FROM jobq.hold('bad', 0)$$, '0', 'hold with n = 0 returns no rows');
+SELECT pg_temp.noop($$SELECT count(*) FROM jobq.hold('bad', 5)$$, '1',
+    'hold on a plain queue returns its one due ready job and writes nothing (no lease, no counter)');
+SELECT pg_temp.noop($$SELECT jobq.complete_held('{}')$$, '0', 'complete_held of no ids returns 0');
+SELECT pg_temp.noop($$SELECT jobq.complete_held(ARRAY[-1, -2]::bigint[])$$, '0', 'complete_held of unknown ids returns 0');
+SELECT pg_temp.noop($$SELECT jobq.complete_held(ARRAY(SELECT id FROM jobq._job WHERE status = 'running'))$$, '0',
+    'complete_held leaves leased (running) jobs alone');
+SELECT pg_temp.noop($$SELECT jobq.fail_held(-1, 'e')$$, 'false', 'fail_held of an unknown id returns false');
+SELECT pg_temp.noop($$SELECT jobq.fail_held((SELECT id FROM jobq._job WHERE worker = 'holder'), 'e')$$, 'false',
+    'fail_held of a leased (running) job returns false');
 SELECT pg_temp.noop($$SELECT jobq.cancel(-1)$$, 'false', 'cancel of an unknown id returns false');
 SELECT pg_temp.noop($$SELECT jobq.retry(-1)$$, 'false', 'retry of an unknown id returns false');
 SELECT pg_temp.noop($$SELECT jobq.complete_many(ARRAY[-1, -2]::bigint[], ARRAY[gen_random_uuid(), gen_random_uuid()])$$, '0',

@@ -1,8 +1,11 @@
--- jobq.complete() / jobq.complete_many(): acknowledge, archive, fence.
+-- jobq.complete() / jobq.complete_many(): acknowledge, archive (when the
+-- queue keeps history), count, fence.
 BEGIN;
-SELECT plan(28);
+SELECT plan(36);
 
 DO $$ BEGIN
+    -- History is opt-in (default retention 0): queue c keeps a day of it.
+    PERFORM jobq.configure_queue('c', retention => interval '1 day');
     PERFORM jobq.enqueue('c', jsonb_build_object('i', g), job_key => 'key' || g) FROM generate_series(1, 6) AS g;
 END $$;
 CREATE TEMP TABLE cl AS SELECT row_number() OVER () AS ord, c.* FROM jobq.claim('c', 6, 'w1') AS c;
@@ -93,6 +96,28 @@ SELECT is((SELECT prune_after - finished_at FROM jobq._job_archive WHERE id = (S
 -- stats
 SELECT results_eq($$SELECT ready::int, running::int FROM jobq.stats WHERE queue = 'c'$$,
                   $$VALUES (2, 1)$$, 'jobq.stats counts what is left: 2 ready, 1 running');
+SELECT is((SELECT completed_total::int FROM jobq.stats WHERE queue = 'c'), 5,
+          'completed_total counts every completion of queue c once (1 + 2 + 1 + 1; the false calls count nothing)');
+SELECT is((SELECT count(*)::int FROM jobq._counter WHERE queue = 'c'), 4,
+          'one counter row per completing statement that completed something (4), none for those that did not');
+
+-- the default: no history, but counted
+DO $$ BEGIN PERFORM jobq.enqueue_many('dflt', ARRAY['{"a":1}', '{"a":2}', '{"a":3}']::jsonb[]); END $$;
+CREATE TEMP TABLE d AS SELECT * FROM jobq.claim('dflt', 3);
+SELECT is((SELECT retention FROM jobq.queues WHERE queue = 'dflt'), interval '0',
+          'a queue never configured has retention 0');
+SELECT is(jobq.complete_many(ARRAY(SELECT id FROM d ORDER BY id), ARRAY(SELECT lease_token FROM d ORDER BY id)), 3,
+          'complete_many on a default queue');
+SELECT is((SELECT count(*)::int FROM jobq.jobs WHERE queue = 'dflt'), 0,
+          'by default completed jobs leave no history: neither live nor archived');
+SELECT results_eq($$SELECT completed::int, failed::int, dead::int, bucket = date_trunc('minute', now())
+                    FROM jobq._counter WHERE queue = 'dflt'$$,
+                  $$VALUES (3, 0, 0, true)$$,
+                  'complete_many wrote one counter row: 3 completed in the current minute');
+SELECT results_eq($$SELECT completed_total::int, failed_total::int, dead_total::int FROM jobq.stats WHERE queue = 'dflt'$$,
+                  $$VALUES (3, 0, 0)$$, 'jobq.stats shows the queue (it has no jobs left) with completed_total 3');
+SELECT is((SELECT completed_total::int FROM jobq.stats WHERE queue = 'nohist'), 1,
+          'retention 0 counts the completion too');
 
 SELECT * FROM finish();
 ROLLBACK;

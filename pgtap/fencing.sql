@@ -3,6 +3,8 @@
 BEGIN;
 SELECT plan(32);
 
+-- Queue fq keeps history (opt-in since 0.3.0): the archive shows who completed.
+SELECT jobq.configure_queue('fq', retention => interval '1 day') IS NOT NULL AS configured \gset
 SELECT jobq.enqueue('fq', '{"work": 1}', max_attempts => 5) AS job_id \gset
 CREATE TEMP TABLE old AS SELECT * FROM jobq.claim('fq', 1, 'w-old');
 SELECT is((SELECT id FROM old), :job_id::bigint, 'setup: w-old holds the job');

@@ -28,6 +28,8 @@ LANGUAGE sql AS $$
 $$;
 
 -- enqueue ------------------------------------------------------------------------
+-- Queue gq keeps history (opt-in since 0.3.0): the archive shows group_key.
+SELECT jobq.configure_queue('gq', retention => interval '1 day') IS NOT NULL AS configured \gset
 INSERT INTO t VALUES
     ('a1', jobq.enqueue('gq', '{"j": "a1"}', group_key => 'A')),
     ('b1', jobq.enqueue('gq', '{"j": "b1"}', group_key => 'B')),

@@ -1,28 +1,17 @@
 -- Wake-up: one NOTIFY jobq, <queue> per queue per inserting statement.
--- Pending notifications are invisible before commit, so the trigger function
--- (unchanged) is pointed at a spy pg_notify() for the length of this
--- rolled-back transaction, and the exact calls are counted.
+-- Since 0.3.0 the inserting functions call pg_notify themselves (the
+-- statement trigger is gone). Pending notifications are invisible before
+-- commit, so every function that notifies is pointed at a spy pg_notify()
+-- for the length of this rolled-back transaction, and the exact calls are
+-- counted.
 BEGIN;
-SELECT plan(43);
+SELECT plan(57);
 
--- the trigger definition
-SELECT has_trigger('jobq', '_job', '_900_notify_worker', 'jobq._job has the notify trigger');
-SELECT trigger_is('jobq', '_job', '_900_notify_worker', 'jobq', '_notify_inserted',
-                  'the trigger calls jobq._notify_inserted()');
-SELECT is((SELECT tgtype::int FROM pg_catalog.pg_trigger
-           WHERE tgrelid = 'jobq._job'::regclass AND tgname = '_900_notify_worker'),
-          4, 'tgtype = INSERT only, AFTER, FOR EACH STATEMENT (no ROW bit, no BEFORE bit)');
-SELECT is((SELECT tgenabled::text FROM pg_catalog.pg_trigger
-           WHERE tgrelid = 'jobq._job'::regclass AND tgname = '_900_notify_worker'),
-          'O', 'the trigger is enabled');
-SELECT is((SELECT tgnewtable::text FROM pg_catalog.pg_trigger
-           WHERE tgrelid = 'jobq._job'::regclass AND tgname = '_900_notify_worker'),
-          'inserted', 'the trigger reads the inserted rows through a transition table');
+-- no trigger any more
+SELECT hasnt_trigger('jobq', '_job', '_900_notify_worker', 'jobq._job has no notify trigger (0.3.0)');
 SELECT is((SELECT count(*)::int FROM pg_catalog.pg_trigger WHERE tgrelid = 'jobq._job'::regclass AND NOT tgisinternal),
-          1, 'no other (e.g. row-level) trigger on jobq._job');
-SELECT matches(pg_catalog.pg_get_functiondef('jobq._notify_inserted()'::regprocedure),
-               'SELECT DISTINCT [a-z_.]*queue',
-               'the trigger function notifies once per DISTINCT queue');
+          0, 'no trigger at all on jobq._job');
+SELECT hasnt_function('jobq', '_notify_inserted', ARRAY[]::text[], 'the trigger function jobq._notify_inserted() is gone');
 
 -- the spy
 CREATE SCHEMA jobq_spy;
@@ -33,10 +22,32 @@ LANGUAGE sql AS $$
     INSERT INTO jobq_spy.calls (channel, payload) VALUES (channel, payload);
     INSERT INTO jobq_spy.log (channel, payload) VALUES (channel, payload);
 $$;
-ALTER FUNCTION jobq._notify_inserted() SET search_path = jobq_spy, pg_catalog, pg_temp;
-ALTER FUNCTION jobq.reap(integer) SET search_path = jobq_spy, pg_catalog, pg_temp;
-ALTER FUNCTION jobq.retry(bigint) SET search_path = jobq_spy, pg_catalog, pg_temp;
-ALTER FUNCTION jobq.release(bigint, uuid) SET search_path = jobq_spy, pg_catalog, pg_temp;
+-- Every jobq function whose body calls pg_notify, found from the catalog
+-- (so a new notifier cannot escape the spy), gets the spy first on its path.
+CREATE TEMP TABLE notifiers AS
+    SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc AS p
+    WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosrc ~ 'pg_notify';
+DO $$
+DECLARE
+    v_fn regprocedure;
+BEGIN
+    FOR v_fn IN SELECT fn FROM notifiers LOOP
+        EXECUTE format('ALTER FUNCTION %s SET search_path = jobq_spy, pg_catalog, pg_temp', v_fn);
+    END LOOP;
+END $$;
+SELECT set_eq($$SELECT fn::text FROM notifiers$$,
+              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text)',
+                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text)',
+                    'jobq._finish(bigint[],uuid[],text,text,boolean)',
+                    'jobq.fail(bigint,text,uuid,timestamp with time zone)',
+                    'jobq.fail_held(bigint,text,timestamp with time zone)',
+                    'jobq.release(bigint,uuid)',
+                    'jobq.snooze(bigint,uuid,timestamp with time zone)',
+                    'jobq.reap(integer)',
+                    'jobq.retry(bigint)',
+                    'jobq.retry_dead(text)',
+                    'jobq.resume(text)'],
+              'exactly these functions notify (enqueue and enqueue_periodic through _insert_job)');
 
 DO $$ BEGIN PERFORM jobq.enqueue('alpha', '{"secret": "do not broadcast"}'); END $$;
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls ORDER BY n$$,
@@ -54,10 +65,16 @@ TRUNCATE jobq_spy.calls;
 INSERT INTO jobq._job (queue, payload, max_attempts)
 SELECT CASE WHEN g % 2 = 0 THEN 'gamma' ELSE 'delta' END, jsonb_build_object('i', g), 3
 FROM generate_series(1, 300) AS g;
-SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 2, 'one statement inserting 300 rows into 2 queues sends exactly 2 notifications');
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0,
+          'a raw INSERT into jobq._job notifies nothing (no trigger: only the jobq functions notify)');
+TRUNCATE jobq_spy.calls;
+SELECT is((SELECT count(*)::int
+           FROM unnest(ARRAY['gamma', 'delta']) AS q,
+                LATERAL jobq.enqueue_many(q, ARRAY(SELECT jsonb_build_object('i', g) FROM generate_series(1, 150) AS g)) AS e),
+          300, 'one statement calling enqueue_many for 2 queues inserts 300 jobs');
 SELECT set_eq($$SELECT channel, payload FROM jobq_spy.calls$$,
               $$VALUES ('jobq'::text, 'gamma'::text), ('jobq', 'delta')$$,
-              'one per queue, payload = queue name');
+              'one notification per queue (one per enqueue_many call), payload = queue name');
 
 TRUNCATE jobq_spy.calls;
 DO $$ BEGIN PERFORM jobq.enqueue_many('eps', ARRAY['{}', '{}', '{}']::jsonb[], job_keys => ARRAY['a', 'b', 'a']); END $$;
@@ -93,6 +110,11 @@ TRUNCATE jobq_spy.calls;
 SELECT ok(jobq.retry((SELECT min(id) FROM jobq._job WHERE queue = 'delta')), 'retry a ready job');
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'delta'::text)$$,
                   'retry notifies the job''s queue');
+DO $$ BEGIN PERFORM jobq.cancel(jobq.enqueue('theta', '{}')); END $$;
+TRUNCATE jobq_spy.calls;
+SELECT ok(jobq.retry((SELECT id FROM jobq._job_archive WHERE queue = 'theta')), 'retry an archived (cancelled) job');
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'theta'::text)$$,
+                  'retry of an archived job notifies its queue once');
 DO $$ BEGIN
     PERFORM jobq.enqueue_many('zeta', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 5)), max_attempts => 1);
     PERFORM jobq.fail(c.id, 'x', c.lease_token) FROM jobq.claim('zeta', 5) AS c;
@@ -101,6 +123,20 @@ TRUNCATE jobq_spy.calls;
 SELECT is(jobq.retry_dead('zeta'), 5, 'setup: retry_dead brings back 5 jobs');
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'zeta'::text)$$,
                   'retry_dead sends one notification for its queue');
+TRUNCATE jobq_spy.calls;
+SELECT is(jobq.retry_dead('zeta'), 0, 'retry_dead with no dead job moves nothing');
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'and notifies nothing');
+
+-- enqueue_periodic (what pg_cron runs) inserts through _insert_job: it notifies
+SELECT lives_ok($$SELECT jobq._periodic_save('tick', '* * * * *', 'iota', '{"p": 1}', 0, NULL)$$,
+                'setup: a periodic job definition for queue iota');
+TRUNCATE jobq_spy.calls;
+SELECT jobq.enqueue_periodic('tick') AS tick_id \gset
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'iota'::text)$$,
+                  'enqueue_periodic notifies its queue');
+TRUNCATE jobq_spy.calls;
+SELECT is(jobq.enqueue_periodic('tick'), :tick_id::bigint, 'a second tick while the first run is active returns its id');
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'and, inserting nothing, notifies nothing');
 
 -- release hands a job back and wakes its queue
 CREATE TEMP TABLE rel AS SELECT * FROM jobq.claim('zeta');
@@ -109,11 +145,9 @@ SELECT ok(jobq.release((SELECT id FROM rel), (SELECT lease_token FROM rel)), 're
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'zeta'::text)$$,
                   'release notifies the job''s queue');
 
--- 0.2.0: finishing a job of a serial group or a concurrency-limited queue
--- frees a slot, so it wakes that queue (once per statement); other queues
--- stay quiet. resume() wakes the queue it un-pauses.
-ALTER FUNCTION jobq._finish(bigint[], uuid[], text, text) SET search_path = jobq_spy, pg_catalog, pg_temp;
-ALTER FUNCTION jobq.resume(text) SET search_path = jobq_spy, pg_catalog, pg_temp;
+-- Finishing a job of a serial group or a concurrency-limited queue frees a
+-- slot, so it wakes that queue (once per statement); other queues stay
+-- quiet. resume() wakes the queue it un-pauses.
 ALTER FUNCTION jobq.pause(text) SET search_path = jobq_spy, pg_catalog, pg_temp;
 DO $$ BEGIN
     PERFORM jobq.enqueue('plain', '{}');
@@ -163,11 +197,32 @@ SELECT is((SELECT count(*)::int FROM jobq.take('grp')), 1, 'take a grouped job')
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'grp'::text)$$,
                   'take of a serial-group job wakes its queue (delivered when the taking transaction commits)');
 
+-- hold writes nothing and notifies nothing; its acknowledgements wake like the others
+DO $$ BEGIN
+    PERFORM jobq.enqueue('plainh', '{}');
+    PERFORM jobq.enqueue('grph', '{}', group_key => 'h' || g) FROM generate_series(1, 2) AS g;
+END $$;
+TRUNCATE jobq_spy.calls;
+CREATE TEMP TABLE hp AS SELECT * FROM jobq.hold('plainh', 5);
+CREATE TEMP TABLE hg AS SELECT * FROM jobq.hold('grph', 5);
+SELECT is((SELECT count(*)::int FROM hp) + (SELECT count(*)::int FROM hg), 3, 'setup: hold 1 plain and 2 grouped jobs');
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'hold notifies nothing');
+SELECT is(jobq.complete_held(ARRAY(SELECT id FROM hp)), 1, 'complete_held the plain job');
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'complete_held of a plain queue''s job notifies nothing');
+SELECT is(jobq.complete_held(ARRAY(SELECT id FROM hg ORDER BY id LIMIT 1)), 1, 'complete_held a grouped job');
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'grph'::text)$$,
+                  'complete_held of a serial-group job wakes its queue');
+TRUNCATE jobq_spy.calls;
+SELECT ok(jobq.fail_held((SELECT max(id) FROM hg), 'boom', now()), 'fail_held the other grouped job, retry now');
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'grph'::text)$$,
+                  'fail_held wakes the job''s queue (a retry may be due)');
+
 -- over the whole file: only channel jobq, only queue names, never a job payload
 SELECT cmp_ok((SELECT count(*)::int FROM jobq_spy.log), '>=', 10, 'the spy saw every notification of this file');
 SELECT is_empty($$SELECT channel, payload FROM jobq_spy.log
                   WHERE channel <> 'jobq'
-                     OR payload NOT IN ('alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'plain', 'grp', 'lim')$$,
+                     OR payload NOT IN ('alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'theta', 'iota', 'plain', 'grp',
+                                        'lim', 'plainh', 'grph')$$,
                 'every notification was on channel jobq with a queue name as payload, never a job payload');
 
 SELECT * FROM finish();

@@ -1,12 +1,15 @@
 -- Operator API: retry, retry_dead, cancel, prune, configure_queue,
 -- reset_queue, and the jobq.stats / jobq.jobs / jobq.queues views.
 BEGIN;
-SELECT plan(68);
+SELECT plan(73);
 SET LOCAL client_min_messages = warning;
 
 CREATE TEMP TABLE t (name text PRIMARY KEY, id bigint);
 
 -- retry ----------------------------------------------------------------------
+-- Queue op keeps completed history (opt-in since 0.3.0: default retention 0).
+SELECT is((jobq.configure_queue('op', retention => interval '1 day')).retention, interval '1 day',
+          'setup: queue op keeps a day of history');
 INSERT INTO t VALUES ('dead', jobq.enqueue('op', '{"d": 1}', now() - interval '1 hour', 3, 1, 'dk'));
 DO $$ BEGIN PERFORM jobq.fail(c.id, 'boom', c.lease_token) FROM jobq.claim('op', 1, 'w') AS c; END $$;
 SELECT is((SELECT status FROM jobq._job_archive WHERE id = (SELECT id FROM t WHERE name = 'dead')), 'dead', 'setup: a dead job');
@@ -44,8 +47,13 @@ INSERT INTO t VALUES ('c_ready', jobq.enqueue('cq', '{"c": 1}'));
 SELECT is(jobq.cancel((SELECT id FROM t WHERE name = 'c_ready')), true, 'cancel of a ready job returns true');
 SELECT results_eq(
     $$SELECT status, payload, last_error, prune_after - finished_at FROM jobq._job_archive WHERE id = (SELECT id FROM t WHERE name = 'c_ready')$$,
-    $$VALUES ('cancelled'::text, '{"c": 1}'::jsonb, ('cancelled by ' || session_user) COLLATE "default", interval '1 day')$$,
-    'a cancelled job is archived as cancelled, saying who cancelled it');
+    $$VALUES ('cancelled'::text, '{"c": 1}'::jsonb, ('cancelled by ' || session_user) COLLATE "default", NULL::interval)$$,
+    'a cancelled job is archived as cancelled, saying who cancelled it, kept until retried (default dead_retention NULL)');
+DO $$ BEGIN PERFORM jobq.configure_queue('cq_dr', dead_retention => interval '3 hours'); END $$;
+INSERT INTO t VALUES ('c_dr', jobq.enqueue('cq_dr', '{}'));
+SELECT ok(jobq.cancel((SELECT id FROM t WHERE name = 'c_dr')), 'cancel a job of a queue with dead_retention 3 hours');
+SELECT is((SELECT prune_after - finished_at FROM jobq._job_archive WHERE id = (SELECT id FROM t WHERE name = 'c_dr')),
+          interval '3 hours', 'a cancelled job is pruned after dead_retention');
 SELECT is(jobq.cancel((SELECT id FROM t WHERE name = 'c_ready')), false, 'cancelling it again returns false');
 SELECT is(jobq.cancel((SELECT id FROM t WHERE name = 'done')), false, 'cancel of a completed job returns false');
 SELECT is(jobq.cancel(-1), false, 'cancel of an unknown id returns false');
@@ -109,7 +117,7 @@ SELECT is(jobq.prune(0), 0, 'prune(0) deletes nothing');
 SELECT results_eq(
     $$SELECT queue, max_attempts, backoff_base, backoff_cap, backoff_jitter, lease, retention, dead_retention, max_payload_bytes
       FROM jobq.configure_queue('cfg', max_attempts => 5, lease => interval '1 minute')$$,
-    $$VALUES ('cfg'::text, 5, interval '2 s', interval '1 hour', 0.25::float8, interval '1 minute', interval '1 day',
+    $$VALUES ('cfg'::text, 5, interval '2 s', interval '1 hour', 0.25::float8, interval '1 minute', interval '0',
               NULL::interval, 1048576)$$,
     'configure_queue returns the effective settings: overrides over defaults');
 SELECT results_eq(
@@ -122,8 +130,8 @@ SELECT results_eq(
     'jobq.queues shows the effective settings of a configured queue');
 SELECT results_eq(
     $$SELECT max_attempts, backoff_base, backoff_cap, backoff_jitter, lease, retention, max_payload_bytes FROM jobq.queues WHERE queue = 'rd'$$,
-    $$VALUES (25, interval '2 s', interval '1 hour', 0.25::float8, interval '5 minutes', interval '1 day', 1048576)$$,
-    'jobq.queues shows the defaults for a queue that only has jobs');
+    $$VALUES (25, interval '2 s', interval '1 hour', 0.25::float8, interval '5 minutes', interval '0', 1048576)$$,
+    'jobq.queues shows the defaults for a queue that only has jobs (retention 0: no completed history)');
 SELECT ok((SELECT count(*) FROM jobq.queues WHERE queue = 'rd_other') = 1, 'jobq.queues lists a queue that only has dead jobs');
 
 -- retention 0 keeps no completed or cancelled history (dead jobs are kept)
@@ -133,12 +141,14 @@ SELECT ok(jobq.complete((SELECT id FROM cc WHERE payload->>'k' = 'c'), (SELECT l
           AND jobq.cancel((SELECT id FROM cc WHERE payload->>'k' = 'x'))
           AND jobq.fail((SELECT id FROM cc WHERE payload->>'k' = 'd'), 'e', (SELECT lease_token FROM cc WHERE payload->>'k' = 'd')),
           'complete, cancel and dead-letter one job each in a queue with retention 0');
-SELECT is((SELECT array_agg(status) FROM jobq.jobs WHERE queue = 'cfg'), ARRAY['dead'],
-          'retention 0: no completed or cancelled history; the dead job is kept');
+SELECT is((SELECT array_agg(status ORDER BY status) FROM jobq.jobs WHERE queue = 'cfg'), ARRAY['cancelled', 'dead'],
+          'retention 0: no completed history; the cancelled and the dead job are always kept');
+SELECT is((SELECT array_agg(prune_after ORDER BY status) FROM jobq._job_archive WHERE queue = 'cfg'), ARRAY[NULL, NULL]::timestamptz[],
+          'both kept until retried (dead_retention NULL)');
 
 SELECT is(jobq.reset_queue('cfg'), true, 'reset_queue returns true when there were overrides');
 SELECT results_eq($$SELECT max_attempts, backoff_base, lease, retention FROM jobq.queues WHERE queue = 'cfg'$$,
-                  $$VALUES (25, interval '2 s', interval '5 minutes', interval '1 day')$$, 'after reset the queue has the defaults');
+                  $$VALUES (25, interval '2 s', interval '5 minutes', interval '0')$$, 'after reset the queue has the defaults');
 SELECT is(jobq.reset_queue('cfg'), false, 'reset_queue returns false when there were none');
 
 SELECT throws_ok($$SELECT jobq.configure_queue('cfg', max_attempts => 0)$$, 'JQ012', 'jobq: setting max_attempts is out of range', 'max_attempts 0: JQ012 naming the setting');
@@ -157,6 +167,7 @@ SELECT is((SELECT count(*)::int FROM jobq._queue WHERE queue = 'cfg'), 0, 'rejec
 
 -- views --------------------------------------------------------------------------
 DO $$ BEGIN
+    PERFORM jobq.configure_queue('v', retention => interval '1 hour');
     PERFORM jobq.enqueue('v', '{"s": "running"}', now() - interval '10 minutes');
     PERFORM jobq.claim('v');
     PERFORM jobq.enqueue('v', '{"s": "ready"}', now() - interval '5 minutes');
@@ -174,6 +185,9 @@ SELECT is((SELECT count(DISTINCT status)::int FROM jobq.jobs WHERE queue = 'v'),
 SELECT results_eq($$SELECT ready::int, scheduled::int, running::int, dead::int, oldest_ready_age FROM jobq.stats WHERE queue = 'v'$$,
                   $$VALUES (2, 1, 1, 1, interval '5 minutes')$$,
                   'jobq.stats counts ready, scheduled, running, dead and the oldest ready age');
+SELECT results_eq($$SELECT completed_total::int, failed_total::int, dead_total::int FROM jobq.stats WHERE queue = 'v'$$,
+                  $$VALUES (1, 1, 1)$$,
+                  'jobq.stats totals: 1 completed, 1 failed attempt, 1 dead-lettered (cancelled counts in none)');
 SELECT results_eq($$SELECT ready::int, scheduled::int, running::int, dead::int, oldest_ready_age FROM jobq.stats WHERE queue = 'rd_other'$$,
                   $$VALUES (0, 0, 0, 1, interval '0')$$, 'jobq.stats lists a queue with only dead jobs');
 

@@ -1,7 +1,7 @@
 -- Least privilege: jobq_producer enqueues, jobq_worker works jobs,
 -- jobq_admin does everything, PUBLIC gets nothing.
 BEGIN;
-SELECT plan(61);
+SELECT plan(75);
 
 CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
 
@@ -14,6 +14,9 @@ INSERT INTO api VALUES
     ('jobq.claim(text,integer,text,interval)', false, true),
     ('jobq.claim(text[],integer,text,interval)', false, true),
     ('jobq.take(text,integer)', false, true),
+    ('jobq.hold(text,integer)', false, true),
+    ('jobq.complete_held(bigint[])', false, true),
+    ('jobq.fail_held(bigint,text,timestamp with time zone)', false, true),
     ('jobq.snooze(bigint,uuid,timestamp with time zone)', false, true),
     ('jobq.complete(bigint,uuid)', false, true),
     ('jobq.complete_many(bigint[],uuid[])', false, true),
@@ -46,7 +49,7 @@ SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_worker', p.oid, 'EXECUTE')$$,
               $$SELECT sig FROM api WHERE worker$$,
-              'jobq_worker may execute exactly version, claim, take, complete, complete_many, fail, heartbeat, release, snooze, reap, next_run_at');
+              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, next_run_at');
 SELECT set_has($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                  WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_admin', p.oid, 'EXECUTE')$$,
                $$SELECT sig FROM api$$, 'jobq_admin may execute every public function');
@@ -64,6 +67,12 @@ SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp w
                           'jobq_worker', ARRAY[]::text[], 'function_privs_are: jobq_worker has no privilege on enqueue');
 SELECT function_privs_are('jobq', 'take', ARRAY['text', 'integer'], 'jobq_worker', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_worker may execute take');
+SELECT function_privs_are('jobq', 'hold', ARRAY['text', 'integer'], 'jobq_worker', ARRAY['EXECUTE'],
+                          'function_privs_are: jobq_worker may execute hold');
+SELECT function_privs_are('jobq', 'complete_held', ARRAY['bigint[]'], 'jobq_producer', ARRAY[]::text[],
+                          'function_privs_are: jobq_producer has no privilege on complete_held');
+SELECT function_privs_are('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'public', ARRAY[]::text[],
+                          'function_privs_are: PUBLIC has no privilege on fail_held');
 SELECT function_privs_are('jobq', 'pause', ARRAY['text'], 'jobq_worker', ARRAY[]::text[],
                           'function_privs_are: jobq_worker has no privilege on pause');
 SELECT function_privs_are('jobq', 'enqueue_periodic', ARRAY['text'], 'jobq_producer', ARRAY[]::text[],
@@ -118,13 +127,19 @@ SELECT is(pg_temp.as_role('jobq_producer', $$SELECT current_user$$), 'jobq_produ
 SELECT is(current_user::text, session_user::text, 'and switches back');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[])$$), '2',
           'jobq_producer: enqueue_many works');
-SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.2.0', 'jobq_producer: version works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.3.0', 'jobq_producer: version works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('privg', ARRAY['{}', '{}']::jsonb[], group_key => 'g')$$), '2',
           'jobq_producer: enqueue_many with a group_key works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.enqueue('privg', '{}', group_key => 'g') IS NOT NULL$$), 'true',
           'jobq_producer: enqueue with a group_key works');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.take(''priv'')')$$, '42501', NULL,
                  'jobq_producer: take is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.hold(''priv'')')$$, '42501', NULL,
+                 'jobq_producer: hold is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT jobq.complete_held(ARRAY[1]::bigint[])')$$, '42501', NULL,
+                 'jobq_producer: complete_held is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT jobq.fail_held(1, ''x'')')$$, '42501', NULL,
+                 'jobq_producer: fail_held is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT jobq.pause(''priv'')')$$, '42501', NULL,
                  'jobq_producer: pause is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.claim(''priv'')')$$, '42501', NULL,
@@ -152,6 +167,16 @@ SELECT is(pg_temp.as_role('jobq_worker',
           'jobq_worker: snooze works');
 SELECT is(pg_temp.as_role('jobq_worker', $$SELECT count(*) FROM jobq.take('priv', 5)$$), '0',
           'jobq_worker: take works (nothing ready: both priv jobs left are running)');
+DO $$ BEGIN PERFORM jobq.enqueue_many('privh', ARRAY['{}', '{}']::jsonb[]); END $$;
+SELECT is(pg_temp.as_role('jobq_worker',
+              $$SELECT jobq.complete_held(ARRAY(SELECT h.id FROM jobq.hold('privh', 1) AS h))$$), '1',
+          'jobq_worker: hold and complete_held work');
+SELECT is(pg_temp.as_role('jobq_worker',
+              $$SELECT jobq.fail_held(h.id, 'x') FROM jobq.hold('privh', 1) AS h$$), 'true',
+          'jobq_worker: hold and fail_held work');
+SELECT is((SELECT attempts FROM jobq._job WHERE queue = 'privh'), 1, 'the fail_held call as jobq_worker recorded the attempt');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT count(*) FROM jobq._counter')$$, '42501', NULL,
+                 'jobq_worker: reading jobq._counter is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.resume(''priv'')')$$, '42501', NULL,
                  'jobq_worker: resume is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.enqueue_periodic(''nightly'')')$$, '42501', NULL,
@@ -176,8 +201,14 @@ SELECT is(pg_temp.as_role('jobq_admin', $$SELECT lease FROM jobq.queues WHERE qu
           'jobq_admin: reading jobq.queues works');
 SELECT is(pg_temp.as_role('jobq_admin', $$SELECT running FROM jobq.stats WHERE queue = 'priv'$$), '2',
           'jobq_admin: reading jobq.stats works');
-SELECT is(pg_temp.as_role('jobq_admin', $$SELECT count(*) FROM jobq.jobs WHERE queue = 'priv'$$), '4',
-          'jobq_admin: reading jobq.jobs works');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT count(*) FROM jobq.jobs WHERE queue = 'priv'$$), '3',
+          'jobq_admin: reading jobq.jobs works (2 running, 1 cancelled; the completed job left no history)');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT completed_total FROM jobq.stats WHERE queue = 'priv'$$), '1',
+          'jobq_admin: reading the totals of jobq.stats works');
+SELECT is(pg_temp.as_role('jobq_admin', $$SELECT sum(completed) FROM jobq._counter WHERE queue = 'priv'$$), '1',
+          'jobq_admin: reading jobq._counter works');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_admin', 'DELETE FROM jobq._counter')$$, '42501', NULL,
+                 'jobq_admin: deleting from jobq._counter directly is denied');
 SELECT is(pg_temp.as_role('jobq_admin', $$SELECT jobq.prune() + jobq.retry_dead('priv')$$), '0',
           'jobq_admin: prune and retry_dead work');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_admin', 'DELETE FROM jobq._job')$$, '42501', NULL,
@@ -192,6 +223,8 @@ SELECT throws_ok($$SELECT pg_temp.as_role('jobq_admin', 'DELETE FROM jobq._perio
 
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_nobody', 'SELECT jobq.version()')$$, '42501', NULL,
                  'a role without a jobq role cannot even call version()');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_nobody', 'SELECT count(*) FROM jobq.hold(''privh'')')$$, '42501', NULL,
+                 'a role without a jobq role cannot hold');
 
 SELECT * FROM finish();
 ROLLBACK;

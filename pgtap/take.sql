@@ -1,13 +1,16 @@
 -- jobq.take(): exactly-once processing inside the caller's transaction. The
--- jobs come back without a lease and are archived as completed in the same
--- transaction: commit and they are done with the caller's writes, roll back
+-- jobs come back without a lease and leave the live table in the same
+-- transaction (counted as completed; archived only when the queue keeps
+-- history): commit and they are done with the caller's writes, roll back
 -- and they are back untouched. A SAVEPOINT stands in for the caller's
 -- transaction here. take honours pause, concurrency, rate limits and groups.
 BEGIN;
-SELECT plan(37);
+SELECT plan(44);
 
 CREATE TEMP TABLE business (job_id bigint PRIMARY KEY, note text);
 DO $$ BEGIN
+    -- Queue tk keeps history (opt-in since 0.3.0), to show what take archives.
+    PERFORM jobq.configure_queue('tk', retention => interval '1 day');
     PERFORM jobq.enqueue('tk', '{"n": "late"}', now() - interval '1 minute', 0, job_key => 'late');
     PERFORM jobq.enqueue('tk', '{"n": "urgent"}', now(), -5);
     PERFORM jobq.enqueue('tk', '{"n": "old"}', now() - interval '1 hour', 0);
@@ -39,6 +42,7 @@ SELECT set_eq($$SELECT to_jsonb(j) FROM jobq._job AS j$$, $$SELECT row FROM befo
 SELECT is((SELECT count(*)::int FROM jobq._job_archive), 0, 'rolled back: nothing archived');
 SELECT is((SELECT count(*)::int FROM business), 0, 'rolled back: no business row either');
 SELECT is((SELECT array_agg(DISTINCT attempts) FROM jobq._job WHERE queue = 'tk'), ARRAY[0], 'attempts unchanged');
+SELECT is((SELECT count(*)::int FROM jobq._counter), 0, 'rolled back: no counter row either');
 
 -- commit: done together -------------------------------------------------------------------------
 SAVEPOINT work2;
@@ -55,6 +59,8 @@ SELECT results_eq(
     'the archive records the attempt and the worker that take returned, and a start time');
 SELECT ok((SELECT finished_at BETWEEN now() AND clock_timestamp() FROM jobq._job_archive WHERE id = (SELECT min(id) FROM got2)),
           'finished_at is the clock when take ran');
+SELECT results_eq($$SELECT completed::int, failed::int, dead::int FROM jobq._counter WHERE queue = 'tk'$$,
+                  $$VALUES (2, 0, 0)$$, 'take counts its jobs as completed: one counter row for the statement');
 
 -- n, defaults, scheduled jobs ---------------------------------------------------------------------------
 SELECT is(ARRAY(SELECT payload->>'n' FROM jobq.take('tk')), ARRAY['old'], 'n defaults to 1 (the next most urgent)');
@@ -69,6 +75,24 @@ DO $$ BEGIN
 END $$;
 SELECT is((SELECT count(*)::int FROM jobq.take('noarch', 5)), 1, 'take from a queue with retention 0');
 SELECT is((SELECT count(*)::int FROM jobq.jobs WHERE queue = 'noarch'), 0, 'with retention 0 a taken job leaves no history');
+
+-- the default (no history): take deletes without writing first ------------------------------------------------
+DO $$ BEGIN
+    PERFORM jobq.enqueue_many('tdef', ARRAY(SELECT jsonb_build_object('i', g) FROM generate_series(1, 4) AS g));
+END $$;
+CREATE TEMP TABLE io AS
+    SELECT n_tup_upd, n_tup_del FROM pg_catalog.pg_stat_xact_user_tables WHERE relid = 'jobq._job'::regclass;
+CREATE TEMP TABLE got3 AS SELECT t.* FROM jobq.take('tdef', 3) AS t;
+SELECT is((SELECT count(*)::int FROM got3), 3, 'take 3 from a queue with default settings');
+SELECT is((SELECT array_agg(DISTINCT attempts) FROM got3), ARRAY[1], 'the rows returned show attempts + 1');
+SELECT results_eq(
+    $$SELECT s.n_tup_upd - io.n_tup_upd, s.n_tup_del - io.n_tup_del
+      FROM pg_catalog.pg_stat_xact_user_tables AS s, io WHERE s.relid = 'jobq._job'::regclass$$,
+    $$VALUES (0::bigint, 3::bigint)$$,
+    'take wrote no row version before deleting: 0 updates, 3 deletes on jobq._job');
+SELECT is((SELECT count(*)::int FROM jobq.jobs WHERE queue = 'tdef'), 1,
+          'by default a taken job leaves no history (only the job not taken is left)');
+SELECT is((SELECT completed_total::int FROM jobq.stats WHERE queue = 'tdef'), 3, 'but it is counted: completed_total 3');
 
 -- pause, concurrency, groups, rate limit ---------------------------------------------------------------------
 DO $$ BEGIN

@@ -19,6 +19,9 @@ SELECT isnt(jobq.enqueue('u', '{}'), jobq.enqueue('u', '{}'), 'jobs without a ke
 -- scheduled and running jobs hold their key
 SELECT jobq.enqueue('s', '{}', now() + interval '1 hour', job_key => 'sk') AS sk \gset
 SELECT is(jobq.enqueue('s', '{}', job_key => 'sk'), :sk::bigint, 'a scheduled job holds its key');
+-- Queue r keeps history (opt-in since 0.3.0): an archived completed job and a
+-- new one with its key coexist.
+SELECT jobq.configure_queue('r', retention => interval '1 day') IS NOT NULL AS configured \gset
 SELECT jobq.enqueue('r', '{}', job_key => 'rk') AS rk \gset
 CREATE TEMP TABLE rc AS SELECT * FROM jobq.claim('r');
 SELECT is(jobq.enqueue('r', '{}', job_key => 'rk'), :rk::bigint, 'a running job holds its key');
