@@ -136,16 +136,8 @@ AS $$
 DECLARE
     v_queue record;
 BEGIN
-    -- Raise the JQ error of the first bad argument of a claim or take: not
-    -- READ COMMITTED, n, lease, or the queue list and each name in it. One
-    -- test passes good arguments; the checks below name the bad one.
-    IF p_n BETWEEN 0 AND 1000
-       AND (p_lease IS NULL OR p_lease BETWEEN interval '1 second' AND interval '1 day')
-       AND cardinality(p_queues) BETWEEN 1 AND 100
-       AND (SELECT bool_and(coalesce(u.name ~ '^[A-Za-z0-9_.:-]{1,128}$', false)) FROM unnest(p_queues) AS u(name))
-       AND current_setting('transaction_isolation') = 'read committed' THEN
-        RETURN;
-    END IF;
+    -- Raise the JQ error of the first bad argument of a claim, take or hold:
+    -- not READ COMMITTED, n, lease, or the queue list and each name in it.
     PERFORM jobq._check_read_committed();
     PERFORM jobq._check_batch(p_n, 'n', 1000);
     PERFORM jobq._check_interval(p_lease, 'lease', interval '1 second', interval '1 day');
@@ -161,7 +153,35 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq._check_claim_args(text[], integer, interval) IS
-    'Raises the JQ error of the first bad claim/take argument (isolation, n, lease, queue names).';
+    'Raises the JQ error of the first bad claim/take/hold argument (isolation, n, lease, queue names).';
+
+CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n integer, p_lease interval, p_worker text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Whether a claim's arguments are all good, in one expression (no
+    -- query): the hot path asks this, and only a false sends it through the
+    -- checks that name the bad argument (_check_claim_args, _check_worker,
+    -- _check_queue), which this must never be more lenient than. Queue names
+    -- are joined with spaces, a character no good name has; a bad name with
+    -- a space in it shows in the count of spaces.
+    RETURN coalesce(
+        p_n BETWEEN 0 AND 1000
+        AND (p_lease IS NULL OR p_lease BETWEEN interval '1 second' AND interval '1 day')
+        AND coalesce(char_length(p_worker), 0) <= 200
+        AND cardinality(p_queues) BETWEEN 1 AND 100
+        AND array_position(p_queues, NULL) IS NULL
+        AND array_to_string(p_queues, ' ') ~ '^[A-Za-z0-9_.:-]{1,128}( [A-Za-z0-9_.:-]{1,128})*$'
+        AND char_length(array_to_string(p_queues, ' ')) - char_length(replace(array_to_string(p_queues, ' '), ' ', ''))
+            = cardinality(p_queues) - 1
+        AND current_setting('transaction_isolation') = 'read committed',
+        false);
+END
+$$;
+COMMENT ON FUNCTION jobq._claim_args_ok(text[], integer, interval, text) IS
+    'True when every claim argument is valid (the hot path''s one test; the _check functions name a bad one).';
 
 CREATE FUNCTION jobq._plain_leases(p_queues text[], p_lease interval, OUT names text[], OUT leases interval[])
 LANGUAGE plpgsql STABLE
@@ -178,14 +198,14 @@ BEGIN
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
     -- path (jobq._pick). The arguments are already validated.
     SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease) ORDER BY u.ord),
-           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL)
+           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL
+                    AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
     INTO names, leases, v_plain
     FROM (SELECT q.name, min(q.ord) AS ord
           FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
           GROUP BY q.name) AS u,
          LATERAL jobq._settings(u.name) AS s;
-    IF NOT v_plain OR EXISTS (SELECT FROM jobq._job AS j
-                              WHERE j.queue = ANY (names) AND j.group_key IS NOT NULL) THEN
+    IF NOT v_plain THEN
         names := NULL;
         leases := NULL;
     END IF;
@@ -193,6 +213,20 @@ END
 $$;
 COMMENT ON FUNCTION jobq._plain_leases(text[], interval) IS
     'Names and leases of the queues of a claim when all are plain (no pause, limits or groups); NULLs otherwise.';
+
+CREATE FUNCTION jobq._history_kept() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Whether any queue keeps completed jobs as history (retention over 0,
+    -- by its own setting or by the default): when none does, finishing a
+    -- completed job need not copy its row.
+    RETURN (jobq._settings(NULL)).retention > interval '0'
+        OR EXISTS (SELECT FROM jobq._queue AS q WHERE q.retention > interval '0');
+END
+$$;
+COMMENT ON FUNCTION jobq._history_kept() IS 'Whether any queue keeps completed jobs in the archive (retention > 0).';
 
 DROP FUNCTION jobq._finish(bigint[], uuid[], text, text);
 CREATE FUNCTION jobq._finish(p_ids bigint[], p_lease_tokens uuid[], p_status text, p_error text,
@@ -205,6 +239,7 @@ SET jit = off
 AS $$
 DECLARE
     v_ids bigint[];
+    v_queues text[];
     v_wake text[];
     v_now timestamptz := clock_timestamp();
 BEGIN
@@ -217,43 +252,68 @@ BEGIN
     -- their queue's retention is over 0. Finishing a serial-group job or a job
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
     -- workers. Returns the ids that left the live table.
-    WITH gone AS (
-        DELETE FROM jobq._job AS j
-        USING unnest(p_ids, p_lease_tokens) AS f(id, lease_token)
-        WHERE j.id = f.id
-          AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
-          AND (NOT p_held OR j.status = 'ready')
-        RETURNING j.*
-    ), settings AS (
-        SELECT s.*
-        FROM (SELECT DISTINCT g.queue FROM gone AS g) AS q,
-             LATERAL jobq._settings(q.queue) AS s
-    ), kept AS (
-        INSERT INTO jobq._job_archive
-            (id, queue, payload, status, priority, run_at, attempts, max_attempts,
-             job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key)
-        SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
-               g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
-               coalesce(p_error, g.last_error), g.created_at, CASE WHEN p_held THEN v_now ELSE g.started_at END,
-               v_now, v_now + CASE WHEN p_status = 'completed' THEN s.retention ELSE s.dead_retention END,
-               g.group_key
+    IF p_status = 'completed' AND NOT jobq._history_kept() THEN
+        -- The common case, lean: no history to write, so the rows are not copied.
+        WITH gone AS (
+            DELETE FROM jobq._job AS j
+            USING unnest(p_ids, p_lease_tokens) AS f(id, lease_token)
+            WHERE j.id = f.id
+              AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
+              AND (NOT p_held OR j.status = 'ready')
+            RETURNING j.id, j.queue, j.group_key
+        )
+        SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL)
+        INTO v_ids, v_queues, v_wake
+        FROM gone AS g;
+        IF v_ids IS NULL THEN
+            RETURN;
+        END IF;
+        INSERT INTO jobq._counter (queue, bucket, completed)
+        SELECT u.queue, date_trunc('minute', v_now), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
+        v_wake := v_wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
+                                  WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
+    ELSE
+        WITH gone AS (
+            DELETE FROM jobq._job AS j
+            USING unnest(p_ids, p_lease_tokens) AS f(id, lease_token)
+            WHERE j.id = f.id
+              AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
+              AND (NOT p_held OR j.status = 'ready')
+            RETURNING j.*
+        ), settings AS (
+            SELECT s.*
+            FROM (SELECT DISTINCT g.queue FROM gone AS g) AS q,
+                 LATERAL jobq._settings(q.queue) AS s
+        ), kept AS (
+            INSERT INTO jobq._job_archive
+                (id, queue, payload, status, priority, run_at, attempts, max_attempts,
+                 job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key)
+            SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
+                   g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
+                   coalesce(p_error, g.last_error), g.created_at,
+                   CASE WHEN p_held THEN v_now ELSE g.started_at END,
+                   v_now, v_now + CASE WHEN p_status = 'completed' THEN s.retention ELSE s.dead_retention END,
+                   g.group_key
+            FROM gone AS g
+            JOIN settings AS s ON s.queue = g.queue
+            WHERE p_status <> 'completed' OR s.retention > interval '0'
+        ), counted AS (
+            INSERT INTO jobq._counter (queue, bucket, completed, dead)
+            SELECT g.queue, date_trunc('minute', v_now),
+                   count(*) FILTER (WHERE p_status = 'completed'), count(*) FILTER (WHERE p_status = 'dead')
+            FROM gone AS g
+            WHERE p_status IN ('completed', 'dead')
+            GROUP BY g.queue
+        )
+        SELECT array_agg(g.id),
+               array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL)
+        INTO v_ids, v_wake
         FROM gone AS g
-        JOIN settings AS s ON s.queue = g.queue
-        WHERE p_status <> 'completed' OR s.retention > interval '0'
-    ), counted AS (
-        INSERT INTO jobq._counter (queue, bucket, completed, dead)
-        SELECT g.queue, date_trunc('minute', v_now),
-               count(*) FILTER (WHERE p_status = 'completed'), count(*) FILTER (WHERE p_status = 'dead')
-        FROM gone AS g
-        WHERE p_status IN ('completed', 'dead')
-        GROUP BY g.queue
-    )
-    SELECT array_agg(g.id),
-           array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL)
-    INTO v_ids, v_wake
-    FROM gone AS g
-    JOIN settings AS s ON s.queue = g.queue;
-    PERFORM pg_notify('jobq', w.queue) FROM unnest(v_wake) AS w(queue);
+        JOIN settings AS s ON s.queue = g.queue;
+    END IF;
+    IF cardinality(v_wake) > 0 THEN
+        PERFORM pg_notify('jobq', w.queue) FROM (SELECT DISTINCT u.queue FROM unnest(v_wake) AS u(queue)) AS w;
+    END IF;
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
@@ -499,6 +559,25 @@ COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integ
 
 
 CREATE OR REPLACE FUNCTION jobq.claim(
+    queue text,
+    n integer DEFAULT 1,
+    worker text DEFAULT NULL,
+    lease interval DEFAULT NULL
+) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+BEGIN
+    -- Lease up to n ready jobs of one queue: priority, then run_at, then id.
+    IF NOT jobq._claim_args_ok(ARRAY[claim.queue], claim.n, claim.lease, claim.worker) THEN
+        PERFORM jobq._check_queue(claim.queue, 'queue');
+    END IF;
+    RETURN QUERY SELECT * FROM jobq.claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION jobq.claim(
     queues text[],
     n integer DEFAULT 1,
     worker text DEFAULT NULL,
@@ -511,46 +590,64 @@ SET plan_cache_mode = force_generic_plan
 SET jit = off
 AS $$
 DECLARE
+    v_plain record;
     v_ids bigint[];
-    v_names text[];
     v_leases interval[];
     v_now timestamptz;
 BEGIN
     -- Lease up to n ready jobs across several queues, most urgent first
     -- (priority, run_at, id), each under its queue's lease unless given;
     -- paused queues, concurrency and rate limits and serial groups honoured.
-    PERFORM jobq._check_worker(claim.worker);
-    PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
-    v_now := clock_timestamp();
-    SELECT p.names, p.leases INTO v_names, v_leases FROM jobq._plain_leases(claim.queues, claim.lease) AS p;
-    IF v_names IS NOT NULL THEN
-        -- Plain queues: one index scan per queue picks.
-        SELECT array_agg(c.id), array_agg(c.lease) INTO v_ids, v_leases
-        FROM (SELECT c.id, q.lease
-              FROM unnest(v_names, v_leases) AS q(name, lease),
-                   LATERAL (SELECT j.id, j.priority, j.run_at
-                            FROM jobq._job AS j
-                            WHERE j.queue = q.name AND NOT j.parked AND j.status = 'ready'
-                              AND j.run_at <= now() AND j.group_key IS NULL
-                            ORDER BY j.priority, j.run_at, j.id
-                            LIMIT claim.n
-                            FOR UPDATE SKIP LOCKED) AS c
-              ORDER BY c.priority, c.run_at, c.id
-              LIMIT claim.n) AS c;
-    ELSE
-        -- Limits, pause or serial groups: jobq._pick counts and locks.
-        SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
-        FROM jobq._pick(claim.queues, claim.n, claim.lease, v_now) AS p;
+    IF NOT jobq._claim_args_ok(claim.queues, claim.n, claim.lease, claim.worker) THEN
+        PERFORM jobq._check_worker(claim.worker);
+        PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
     END IF;
-    -- The lease writes no indexed column: a HOT update on the row's own
-    -- page. The row stays in the claim index (claims skip it by status),
-    -- except on the full path, which parks it at once: limited queues count
-    -- their running jobs by the parked index.
+    v_now := clock_timestamp();
+    v_plain := jobq._plain_leases(claim.queues, claim.lease);
+    IF v_plain.names IS NOT NULL THEN
+        -- Plain queues: one statement picks (an index scan per queue) and
+        -- leases. The lease writes no indexed column: a HOT update on the
+        -- row's own page; the row stays in the claim index, and claims skip
+        -- it by its status.
+        RETURN QUERY
+        WITH leased AS (
+            UPDATE jobq._job AS j
+            SET status = 'running',
+                attempts = j.attempts + 1,
+                lease_token = gen_random_uuid(),
+                lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],
+                worker = claim.worker,
+                started_at = v_now
+            WHERE j.id = ANY (ARRAY(
+                SELECT c.id
+                FROM unnest(v_plain.names) AS q(name),
+                     LATERAL (SELECT p.id, p.priority, p.run_at
+                              FROM jobq._job AS p
+                              WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                                AND p.run_at <= now() AND p.group_key IS NULL
+                              ORDER BY p.priority, p.run_at, p.id
+                              LIMIT claim.n
+                              FOR UPDATE SKIP LOCKED) AS c
+                ORDER BY c.priority, c.run_at, c.id
+                LIMIT claim.n))
+            RETURNING j.*
+        )
+        SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+               l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key
+        FROM leased AS l
+        ORDER BY l.priority, l.run_at, l.id;
+        RETURN;
+    END IF;
+    -- Limits, pause or serial groups: jobq._pick counts and locks. These
+    -- leases are parked at once: limited queues count their running jobs by
+    -- the parked index.
+    SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
+    FROM jobq._pick(claim.queues, claim.n, claim.lease, v_now) AS p;
     RETURN QUERY
     WITH leased AS (
         UPDATE jobq._job AS j
         SET status = 'running',
-            parked = v_names IS NULL,
+            parked = true,
             attempts = j.attempts + 1,
             lease_token = gen_random_uuid(),
             lease_expires_at = v_now + p.lease,
@@ -582,7 +679,7 @@ BEGIN
     -- the full path (jobq._pick) otherwise; then the jobs hold their queue's
     -- concurrency slots until the transaction ends. Arguments are already
     -- validated.
-    IF (SELECT p.names FROM jobq._plain_leases(ARRAY[p_queue], NULL) AS p) IS NOT NULL THEN
+    IF (jobq._plain_leases(ARRAY[p_queue], NULL)).names IS NOT NULL THEN
         RETURN QUERY
         SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
                j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error,
@@ -626,8 +723,10 @@ BEGIN
     -- the caller's writes; roll back, or crash, and they are back,
     -- untouched. (To fail jobs one by one, use hold.) The rows stay locked
     -- (and, for limited queues, the queue's slots held) until then.
-    PERFORM jobq._check_queue(take.queue, 'queue');
-    PERFORM jobq._check_claim_args(ARRAY[take.queue], take.n, NULL);
+    IF NOT jobq._claim_args_ok(ARRAY[take.queue], take.n, NULL, NULL) THEN
+        PERFORM jobq._check_queue(take.queue, 'queue');
+        PERFORM jobq._check_claim_args(ARRAY[take.queue], take.n, NULL);
+    END IF;
     RETURN QUERY
     WITH held AS (
         SELECT * FROM jobq._lock_ready(take.queue, take.n)
@@ -649,8 +748,10 @@ BEGIN
     -- before the commit with jobq.complete_held() or jobq.fail_held(); a job
     -- neither acknowledged, and every job of a transaction that rolls back
     -- or crashes, stays ready, untouched. attempts shows this attempt.
-    PERFORM jobq._check_queue(hold.queue, 'queue');
-    PERFORM jobq._check_claim_args(ARRAY[hold.queue], hold.n, NULL);
+    IF NOT jobq._claim_args_ok(ARRAY[hold.queue], hold.n, NULL, NULL) THEN
+        PERFORM jobq._check_queue(hold.queue, 'queue');
+        PERFORM jobq._check_claim_args(ARRAY[hold.queue], hold.n, NULL);
+    END IF;
     RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
 END
 $$;
