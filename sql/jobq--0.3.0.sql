@@ -676,6 +676,31 @@ END
 $$;
 COMMENT ON FUNCTION jobq._fold_counters() IS 'Folds counter rows into one per queue and minute (one per queue past a day).';
 
+CREATE FUNCTION jobq._enqueue_args_ok(
+    p_queue text, p_run_at timestamptz, p_priority integer, p_max_attempts integer, p_job_key text, p_group_key text
+) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Whether an enqueue's arguments (all but the payloads) are good, in one
+    -- expression (no query): only a false sends the call through the checks
+    -- that name the bad argument (_check_queue, _check_time,
+    -- _check_job_options, _check_job_key), which this must never be more
+    -- lenient than.
+    RETURN coalesce(
+        p_queue ~ '^[A-Za-z0-9_.:-]{1,128}$'
+        AND isfinite(p_run_at) AND p_run_at BETWEEN now() - interval '10 years' AND now() + interval '10 years'
+        AND p_priority BETWEEN -32768 AND 32767
+        AND (p_max_attempts IS NULL OR p_max_attempts BETWEEN 1 AND 1000)
+        AND (p_job_key IS NULL OR char_length(p_job_key) BETWEEN 1 AND 512)
+        AND (p_group_key IS NULL OR char_length(p_group_key) BETWEEN 1 AND 512),
+        false);
+END
+$$;
+COMMENT ON FUNCTION jobq._enqueue_args_ok(text, timestamptz, integer, integer, text, text) IS
+    'True when an enqueue''s arguments are valid (the hot path''s one test; the _check functions name a bad one).';
+
 CREATE FUNCTION jobq._insert_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_key text, p_group_key text
@@ -967,13 +992,18 @@ BEGIN
     -- Add one job in the caller's transaction; return its id (or the id of
     -- the active job that already holds job_key). Jobs sharing a group_key
     -- run one at a time, in enqueue order.
-    PERFORM jobq._check_queue(enqueue.queue, 'queue');
     v_settings := jobq._settings(enqueue.queue);
-    PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
-    PERFORM jobq._check_time(enqueue.run_at, 'run_at');
-    PERFORM jobq._check_job_options(enqueue.priority, enqueue.max_attempts);
-    PERFORM jobq._check_job_key(enqueue.job_key, 'job_key');
-    PERFORM jobq._check_job_key(enqueue.group_key, 'group_key');
+    IF NOT (jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
+                                  enqueue.job_key, enqueue.group_key)
+            AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
+                         AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)) THEN
+        PERFORM jobq._check_queue(enqueue.queue, 'queue');
+        PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
+        PERFORM jobq._check_time(enqueue.run_at, 'run_at');
+        PERFORM jobq._check_job_options(enqueue.priority, enqueue.max_attempts);
+        PERFORM jobq._check_job_key(enqueue.job_key, 'job_key');
+        PERFORM jobq._check_job_key(enqueue.group_key, 'group_key');
+    END IF;
     RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                             coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                             enqueue.group_key);
@@ -1003,16 +1033,20 @@ BEGIN
     -- Add many jobs to one queue in one statement; returns one id per
     -- payload, in payload order, and wakes the queue's workers once. With
     -- group_key, they join that serial group in payload order.
-    PERFORM jobq._check_queue(enqueue_many.queue, 'queue');
-    IF enqueue_many.payloads IS NULL THEN
-        RAISE EXCEPTION 'jobq: payloads must not be NULL'
-            USING ERRCODE = 'JQ002', HINT = 'Pass an array of JSON objects, e.g. ARRAY[''{"a":1}'']::jsonb[].';
+    IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
+                                  enqueue_many.max_attempts, NULL, enqueue_many.group_key)
+            AND v_n BETWEEN 0 AND 100000) THEN
+        PERFORM jobq._check_queue(enqueue_many.queue, 'queue');
+        IF enqueue_many.payloads IS NULL THEN
+            RAISE EXCEPTION 'jobq: payloads must not be NULL'
+                USING ERRCODE = 'JQ002', HINT = 'Pass an array of JSON objects, e.g. ARRAY[''{"a":1}'']::jsonb[].';
+        END IF;
+        PERFORM jobq._check_batch(v_n, 'cardinality(payloads)', 100000);
+        PERFORM jobq._check_time(enqueue_many.run_at, 'run_at');
+        PERFORM jobq._check_job_options(enqueue_many.priority, enqueue_many.max_attempts);
+        PERFORM jobq._check_job_key(enqueue_many.group_key, 'group_key');
     END IF;
-    PERFORM jobq._check_batch(v_n, 'cardinality(payloads)', 100000);
     v_settings := jobq._settings(enqueue_many.queue);
-    PERFORM jobq._check_time(enqueue_many.run_at, 'run_at');
-    PERFORM jobq._check_job_options(enqueue_many.priority, enqueue_many.max_attempts);
-    PERFORM jobq._check_job_key(enqueue_many.group_key, 'group_key');
 
     SELECT p.payload, p.ord INTO v_bad
     FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
