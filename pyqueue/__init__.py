@@ -56,13 +56,14 @@ from pyqueue.errors import (
     PgCronMissing,
     translate_errors,
 )
-from pyqueue.job import Job, JobRecord, TakenJob
+from pyqueue.job import AsyncTxJob, Job, JobRecord, TakenJob, TxJob
 from pyqueue.worker import JobIterator, Worker, listen
 
 __version__ = "0.2.0"
 
 __all__ = [
     "ERRORS_BY_SQLSTATE",
+    "AsyncTxJob",
     "InvalidBatchSize",
     "InvalidInterval",
     "InvalidJobKey",
@@ -86,6 +87,7 @@ __all__ = [
     "QueueStats",
     "Schedule",
     "TakenJob",
+    "TxJob",
     "Worker",
     "__version__",
     "aio",

@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -183,9 +184,11 @@ class Consumer:
         stop: asyncio.Event,
         work: DedicatedConnection,
         heartbeat: DedicatedConnection,
+        claim_queues: Sequence[str] | None = None,
     ) -> None:
         self.dsn = dsn
-        self.queues = list(queues)
+        self.queues = list(queues)  # listened to, and asked next_run_at for
+        self.claim_queues = self.queues if claim_queues is None else list(claim_queues)
         self._queue_set = set(self.queues)
         self.lease = lease
         self.poll_interval = poll_interval
@@ -201,6 +204,8 @@ class Consumer:
         self._listen: AsyncConnection | None = None
         self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
         self._poked = asyncio.Event()
+        self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
+        self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
 
     def complete_later(self, job: JobRecord) -> None:
         self.acks.complete_later(job)
@@ -257,7 +262,7 @@ class Consumer:
         if lost_connection(error):
             await self.work.reset()
 
-    async def _connection_lost(self, error: psycopg.Error) -> None:
+    async def connection_lost(self, error: psycopg.Error) -> None:
         delay = self._backoff.next_delay()
         if lost_connection(error):
             logger.warning("database connection lost (%s); reconnecting in %.1f s",
@@ -272,19 +277,17 @@ class Consumer:
         """Up to ``n`` jobs; None when the database was unreachable (after a backoff)."""
         if n <= 0:
             return []
-        query, params = q.claim_query(self.queues, n, self.worker_name, self.lease)
-        await self._try_listening()
+        query, params = q.claim_query(self.claim_queues, n, self.worker_name, self.lease)
+        await self.looked()
         try:
             sent_at = time.monotonic()
             async with self.work.connection() as conn:
                 with translate_errors():
                     rows = await aclaimed_rows(conn, query, params)
         except psycopg.OperationalError as error:
-            await self._connection_lost(error)
+            await self.connection_lost(error)
             return None
-        if self._backoff.failures:
-            logger.info("reconnected to the database")
-        self._backoff.reset()
+        self.connected()
         jobs = []
         for row in rows:
             job = AsyncJob._claimed(q.split_claimed_row(row), self.work.connection, self)
@@ -295,6 +298,16 @@ class Consumer:
             jobs.append(job)
         self.heartbeats.add(jobs, sent_at)
         return jobs
+
+    async def looked(self) -> None:
+        """A claim (or hold) is about to look for work (see the sync twin)."""
+        self._poll_at = time.monotonic() + self.poll_interval
+        await self._try_listening()
+
+    def connected(self) -> None:
+        if self._backoff.failures:
+            logger.info("reconnected to the database")
+            self._backoff.reset()
 
     async def maybe_reap(self) -> None:
         if not self._reaps.due():
@@ -341,11 +354,17 @@ class Consumer:
                 batch.fails[len(sent.fails):],
                 batch.releases[len(sent.releases):],
             ))
-            sent.mark_settled()
+            self._settled(sent)
             await self._reset_if_lost(error)
             return False
-        sent.mark_settled()
+        self._settled(sent)
         return True
+
+    def _settled(self, sent: AckBatch) -> None:
+        jobs = sent.jobs()
+        for job in jobs:
+            job._mark_settled()
+        self.heartbeats.book.discard(jobs)
 
     async def flush_if_due(self) -> None:
         if self.acks.seconds_until_due() <= 0:
@@ -372,28 +391,40 @@ class Consumer:
             logger.warning("LISTEN connection lost: %s", str(error).strip())
             await self._close_listen()
 
-    async def wait(self, *, for_work: bool = True) -> None:
-        """Sleep until there may be work, or something else is due (see the sync twin)."""
-        timeout = min(self._reaps.seconds_left(), self.acks.seconds_until_due())
-        if for_work:
-            timeout = min(timeout, self.poll_interval)
+    async def wait(self, *, refresh: bool) -> bool:
+        """Sleep until there may be work (True: a NOTIFY, the poll interval, the
+        next scheduled run_at) or something else happens (False: poked,
+        stopped, a reap or a flush due); see the sync twin."""
+        if refresh:
             next_in = await self._next_run_in()
-            if next_in is not None:
-                timeout = min(timeout, next_in)
-        if self.stop.is_set() or self._poked.is_set() or timeout <= 0:
-            return
-        waiters: list[asyncio.Task[Any]] = [
-            asyncio.create_task(self.stop.wait()),
-            asyncio.create_task(self._poked.wait()),
-        ]
-        if for_work and self._listen is not None:
-            waiters.append(asyncio.create_task(self._notified(self._listen)))
-        try:
-            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in waiters:
-                task.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
+            self._next_due = math.inf if next_in is None else time.monotonic() + next_in
+        work_at = min(self._poll_at, self._next_due)
+        now = time.monotonic()
+        timeout = min(work_at - now, self._reaps.seconds_left(), self.acks.seconds_until_due())
+        notified = False
+        if not (self.stop.is_set() or self._poked.is_set() or timeout <= 0):
+            waiters: list[asyncio.Task[Any]] = [
+                asyncio.create_task(self.stop.wait()),
+                asyncio.create_task(self._poked.wait()),
+            ]
+            listen = None
+            if self._listen is not None:
+                listen = asyncio.create_task(self._notified(self._listen))
+                waiters.append(listen)
+            try:
+                await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                notified = listen is not None and listen.done()
+            finally:
+                for task in waiters:
+                    task.cancel()
+                await asyncio.gather(*waiters, return_exceptions=True)
+        if notified:
+            return True
+        if time.monotonic() >= work_at:
+            if work_at == self._next_due:
+                self._next_due = math.inf
+            return True
+        return False
 
     async def close(self) -> None:
         try:
@@ -406,9 +437,3 @@ class Consumer:
             await self.work.close()
             if self._heartbeat_source is not self.work:
                 await self._heartbeat_source.close()
-
-
-def poke_when_done(consumer: Consumer) -> Callable[[asyncio.Task[Any]], None]:
-    def done(_: asyncio.Task[Any]) -> None:
-        consumer.poke()
-    return done

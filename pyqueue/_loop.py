@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import selectors
 import signal
@@ -54,6 +55,8 @@ class Wakeup:
         self._read_fd, self._write_fd = os.pipe()
         os.set_blocking(self._read_fd, False)
         os.set_blocking(self._write_fd, False)
+        self._selector = selectors.DefaultSelector()  # kept: no epoll set-up per wait
+        self._selector.register(self._read_fd, selectors.EVENT_READ)
         self._closed = False
 
     @property
@@ -84,10 +87,10 @@ class Wakeup:
         """Sleep up to ``timeout`` seconds. Returns the readable ``fds``, or []
         when the time is up, the loop was poked, or it was stopped."""
         deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._read_fd, selectors.EVENT_READ)
-            for fd in fds:
-                selector.register(fd, selectors.EVENT_READ)
+        selector = self._selector
+        for fd in fds:
+            selector.register(fd, selectors.EVENT_READ)
+        try:
             while not self.stopped:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -101,11 +104,15 @@ class Wakeup:
                     return []
                 if ready:
                     return ready
-        return []
+            return []
+        finally:
+            for fd in fds:
+                selector.unregister(fd)
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._selector.close()
             os.close(self._read_fd)
             os.close(self._write_fd)
 
@@ -251,16 +258,26 @@ class Heartbeater:
         self._cond = threading.Condition()
         self._closing = False
         self._thread: threading.Thread | None = None
+        self._wakes_at = math.inf  # monotonic time the thread wakes up by itself
 
     def add(self, jobs: Sequence[JobRecord], claimed_at: float) -> None:
         if not jobs:
             return
-        self.book.add(jobs, claimed_at)
+        due = self.book.add(jobs, claimed_at)
         with self._cond:
-            if self._thread is None and not self._closing:
+            if self._thread is None:
+                if self._closing:
+                    return
                 self._thread = threading.Thread(target=self._run, name="pyqueue-heartbeat", daemon=True)
                 self._thread.start()
+            elif due >= self._wakes_at:
+                return  # the thread looks at the book before these are due: leave it be
+            self._wakes_at = due
             self._cond.notify()
+
+    def settled(self, jobs: Sequence[JobRecord]) -> None:
+        """Forget jobs whose acknowledgement reached the database."""
+        self.book.discard(jobs)
 
     def _run(self) -> None:
         while True:
@@ -269,7 +286,9 @@ class Heartbeater:
                     wait = self.book.seconds_until_due()
                     if wait is not None and wait <= 0:
                         break
+                    self._wakes_at = math.inf if wait is None else time.monotonic() + wait
                     self._cond.wait(wait)
+                self._wakes_at = -math.inf  # busy beating: every add looks again once done
                 if self._closing:
                     return
             due = self.book.take_due()
@@ -334,10 +353,14 @@ class Consumer:
         wakeup: Wakeup,
         work: ConnectionSource,
         heartbeat: ConnectionSource,
+        claim_queues: Sequence[str] | None = None,
+        jobs: ConnectionSource | None = None,
     ) -> None:
         self.dsn = dsn
-        self.queues = list(queues)
+        self.queues = list(queues)  # listened to, and asked next_run_at for
+        self.claim_queues = self.queues if claim_queues is None else list(claim_queues)
         self._queue_set = set(self.queues)
+        self.jobs = work if jobs is None else jobs  # what the claimed jobs' own calls use
         self.lease = lease
         self.poll_interval = poll_interval
         self.use_listen = use_listen
@@ -351,6 +374,8 @@ class Consumer:
         self._reaps = Every(reap_interval)
         self._listen: Connection | None = None
         self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
+        self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
+        self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
 
     # Acknowledger: what `with job:` calls for jobs of this consumer.
     def complete_later(self, job: JobRecord) -> None:
@@ -399,7 +424,7 @@ class Consumer:
         if lost_connection(error):
             self.work.reset()
 
-    def _connection_lost(self, error: psycopg.Error) -> None:
+    def connection_lost(self, error: psycopg.Error) -> None:
         """Drop the connections if they are gone and sleep a backoff delay
         (interruptibly) before the next attempt."""
         delay = self._backoff.next_delay()
@@ -413,25 +438,36 @@ class Consumer:
         self.wakeup.wait(delay)
 
     # --- work
+    def looked(self) -> None:
+        """A claim (or take) is about to look for work: the next poll is due a
+        poll interval from now; (re)open the LISTEN connection first, so that
+        nothing notified from now on is missed."""
+        self._poll_at = time.monotonic() + self.poll_interval
+        self._try_listening()
+
+    def connected(self) -> None:
+        """A statement went through: reset the reconnection backoff."""
+        if self._backoff.failures:
+            logger.info("reconnected to the database")
+            self._backoff.reset()
+
     def claim(self, n: int) -> list[Job] | None:
         """Up to ``n`` jobs; None when the database was unreachable (after a backoff)."""
         if n <= 0:
             return []
-        query, params = q.claim_query(self.queues, n, self.worker_name, self.lease)
-        self._try_listening()
+        query, params = q.claim_query(self.claim_queues, n, self.worker_name, self.lease)
+        self.looked()
         try:
             sent_at = time.monotonic()
             with self.work.connection() as conn, translate_errors():
                 rows = claimed_rows(conn, query, params)
         except psycopg.OperationalError as error:
-            self._connection_lost(error)
+            self.connection_lost(error)
             return None
-        if self._backoff.failures:
-            logger.info("reconnected to the database")
-        self._backoff.reset()
+        self.connected()
         jobs = []
         for row in rows:
-            job = Job._claimed(q.split_claimed_row(row), self.work.connection, self)
+            job = Job._claimed(q.split_claimed_row(row), self.jobs.connection, self)
             if (problem := undecodable(job.payload)) is not None:
                 logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
                 self.fail_later(job, problem)
@@ -489,11 +525,17 @@ class Consumer:
                 batch.fails[len(sent.fails):],
                 batch.releases[len(sent.releases):],
             ))
-            sent.mark_settled()
+            self._settled(sent)
             self._reset_if_lost(error)
             return False
-        sent.mark_settled()
+        self._settled(sent)
         return True
+
+    def _settled(self, sent: AckBatch) -> None:
+        jobs = sent.jobs()
+        for job in jobs:
+            job._mark_settled()
+        self.heartbeats.settled(jobs)
 
     @staticmethod
     def _log_lost(what: str, ids: list[int]) -> None:
@@ -527,29 +569,37 @@ class Consumer:
             return True
         return any(note.payload in self._queue_set for note in notes)
 
-    def wait(self, *, for_work: bool = True) -> None:
+    def wait(self, *, refresh: bool) -> bool:
         """Sleep until there may be work, or until something else is due.
 
-        ``for_work=False`` (the worker is at capacity) waits only for a
-        wake-up, a reap or an acknowledgement flush; notifications are
-        drained and ignored (the worker claims anyway once it has room).
+        True when there may be work: a NOTIFY for one of our queues, the poll
+        interval since the last claim, or the next scheduled job's run_at.
+        False when poked (a handler finished), stopped, or when a reap or an
+        acknowledgement flush is due. ``refresh`` (the last claim came back
+        empty) asks the database for the next scheduled run_at first; otherwise
+        the one last asked for stands (any change to the queue NOTIFYs, and an
+        empty claim follows it).
         """
-        timeout = min(self._reaps.seconds_left(), self.acks.seconds_until_due())
-        if for_work:
-            timeout = min(timeout, self.poll_interval)
+        if refresh:
             next_in = self._next_run_in()
-            if next_in is not None:
-                timeout = min(timeout, next_in)
-        deadline = time.monotonic() + timeout
+            self._next_due = math.inf if next_in is None else time.monotonic() + next_in
+        work_at = min(self._poll_at, self._next_due)
+        deadline = min(work_at, time.monotonic() + min(self._reaps.seconds_left(),
+                                                       self.acks.seconds_until_due()))
         while not self.wakeup.stopped:
-            if self._drain_notifications() and for_work:
-                return
+            if self._drain_notifications():
+                return True
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            fds = [] if self._listen is None else [self._listen.fileno()]
-            if not self.wakeup.wait(remaining, fds):
-                return
+            if remaining <= 0 or not self.wakeup.wait(remaining, self._listen_fds()):
+                break
+        if time.monotonic() >= work_at:
+            if work_at == self._next_due:
+                self._next_due = math.inf  # due now: the claim that follows finds it (or asks again)
+            return True
+        return False
+
+    def _listen_fds(self) -> list[int]:
+        return [] if self._listen is None else [self._listen.fileno()]
 
     def close(self) -> None:
         """Acknowledge what is pending (one more try after a failure), stop the

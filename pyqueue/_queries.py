@@ -81,6 +81,18 @@ TAKEN_COLUMNS = (
     "job_key", "last_error", "group_key",
 )
 TAKE = "SELECT " + ", ".join(TAKEN_COLUMNS) + " FROM jobq.take(%s::text, %s::integer)"
+# In-transaction workers: one savepoint per job inside the transaction that
+# took the batch. Releasing a job's savepoint and opening the next one's go
+# in one round trip (no parameters: the simple protocol runs both).
+SAVEPOINT = "SAVEPOINT jobq_job"
+RELEASE_SAVEPOINT = "RELEASE SAVEPOINT jobq_job"
+NEXT_SAVEPOINT = "RELEASE SAVEPOINT jobq_job; SAVEPOINT jobq_job"
+UNDO_SAVEPOINT = "ROLLBACK TO SAVEPOINT jobq_job; RELEASE SAVEPOINT jobq_job"
+# jobq 0.3: row-lock ready jobs for this transaction (no lease, nothing written),
+# then settle each before the commit: done, or a failed attempt (backoff or dead letter).
+HOLD = "SELECT " + ", ".join(TAKEN_COLUMNS) + " FROM jobq.hold(%s::text, %s::integer)"
+COMPLETE_HELD = "SELECT jobq.complete_held(%s::bigint[])"
+FAIL_HELD = "SELECT jobq.fail_held(%s::bigint, %s::text)"
 EVERY = (
     "SELECT jobq.every(%(name)s::text, %(schedule)s::text, %(queue)s::text, %(payload)s::jsonb, "
     "%(priority)s::integer, %(max_attempts)s::integer)"

@@ -79,8 +79,11 @@ class AckBatch:
     def __bool__(self) -> bool:
         return bool(self.completes or self.fails or self.releases)
 
+    def jobs(self) -> list[JobRecord]:
+        return [*self.completes, *self.releases, *(j for j, _ in self.fails)]
+
     def mark_settled(self) -> None:
-        for job in [*self.completes, *self.releases, *(j for j, _ in self.fails)]:
+        for job in self.jobs():
             job._mark_settled()
 
     def complete_args(self, jobs: Sequence[JobRecord]) -> tuple[list[int], list[UUID]]:
@@ -176,12 +179,23 @@ class HeartbeatBook:
         self._lock = threading.Lock()
         self._held: dict[int, _Held] = {}
 
-    def add(self, jobs: Iterable[JobRecord], claimed_at: float) -> None:
-        """Hold jobs claimed by a request sent at monotonic time ``claimed_at``."""
+    def add(self, jobs: Iterable[JobRecord], claimed_at: float) -> float:
+        """Hold jobs claimed by a request sent at monotonic time ``claimed_at``;
+        when the first of them is due (inf when there were none)."""
+        first = math.inf
         with self._lock:
             for job in jobs:
                 lease = max(job.lease_seconds or MIN_LEASE, MIN_LEASE)
-                self._held[job.id] = _Held(job, lease, claimed_at + lease * self.fraction)
+                due = claimed_at + lease * self.fraction
+                self._held[job.id] = _Held(job, lease, due)
+                first = min(first, due)
+        return first
+
+    def discard(self, jobs: Iterable[JobRecord]) -> None:
+        """Forget jobs whose acknowledgement reached the database."""
+        with self._lock:
+            for job in jobs:
+                self._held.pop(job.id, None)
 
     def _prune(self) -> None:
         for job_id in [i for i, h in self._held.items() if h.job._settled or h.job.lease_lost]:

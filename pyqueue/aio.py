@@ -19,36 +19,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, overload
 from uuid import UUID
 
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._aioloop import Consumer, DedicatedConnection, poke_when_done, stop_on_signals
+from pyqueue._aioloop import stop_on_signals
+from pyqueue._aioworker import AsyncHandler, AsyncWorker, Settings, listen_in_transaction
 from pyqueue._db import aclaimed_rows, adicts, ascalar, atuples, undecodable
+from pyqueue._intx import AsyncTxHandler
 from pyqueue.client import QueueStats
 from pyqueue.defaults import (
     BATCH_SIZE,
-    CONCURRENCY,
-    HEARTBEAT_APPLICATION_NAME,
     POLL_INTERVAL,
     REAP_BATCH,
     REAP_INTERVAL,
-    WORKER_APPLICATION_NAME,
 )
 from pyqueue.errors import translate_errors
-from pyqueue.job import AsyncJob, TakenJob
+from pyqueue.job import AsyncJob, AsyncTxJob, TakenJob
 from pyqueue.worker import check_settings, queue_list
 
 __all__ = [
     "AsyncHandler",
     "AsyncJob",
     "AsyncJobIterator",
+    "AsyncTxHandler",
+    "AsyncTxJob",
     "AsyncWorker",
     "claim",
     "complete",
@@ -65,8 +65,6 @@ __all__ = [
 ]
 
 AsyncConnection = psycopg.AsyncConnection[Any]
-AsyncHandler = Callable[[AsyncJob], Awaitable[object]]
-H = TypeVar("H", bound=AsyncHandler)
 
 
 # --- client calls -------------------------------------------------------------
@@ -193,31 +191,6 @@ async def stats(conn: AsyncConnection) -> list[QueueStats]:
 
 # --- workers ---------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Settings:
-    dsn: str
-    queues: list[str]
-    lease: timedelta | None
-    poll_interval: float
-    use_listen: bool
-    worker_name: str
-    reap_interval: float | None
-
-    def consumer(self, stop: asyncio.Event) -> Consumer:
-        return Consumer(
-            self.dsn,
-            self.queues,
-            lease=self.lease,
-            poll_interval=self.poll_interval,
-            use_listen=self.use_listen,
-            worker_name=self.worker_name,
-            reap_interval=self.reap_interval,
-            stop=stop,
-            work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=self.use_listen),
-            heartbeat=DedicatedConnection(self.dsn, HEARTBEAT_APPLICATION_NAME, prepare=self.use_listen),
-        )
-
-
 class AsyncJobIterator:
     """The jobs the async :func:`listen` claims; the twin of
     :class:`pyqueue.JobIterator`, with the same acknowledgement rules
@@ -230,7 +203,7 @@ class AsyncJobIterator:
                     await send(job.payload)
     """
 
-    def __init__(self, settings: _Settings, *, batch_size: int, stop: asyncio.Event | None,
+    def __init__(self, settings: Settings, *, batch_size: int, stop: asyncio.Event | None,
                  handle_signals: bool) -> None:
         self._settings = settings
         self.batch_size = batch_size
@@ -287,7 +260,7 @@ class AsyncJobIterator:
                         await consumer.flush_if_due()
                     await consumer.flush()
                     if len(jobs) < self.batch_size and not stop.is_set():
-                        await consumer.wait()
+                        await consumer.wait(refresh=not jobs)
             finally:
                 if current is not None and not current.acknowledged:
                     consumer.release_later(current)
@@ -318,6 +291,25 @@ def listen(
     stop: asyncio.Event | None = None,
     handle_signals: bool = True,
     reap_interval: float | None = REAP_INTERVAL,
+    in_transaction: Literal[False] = False,
+) -> Coroutine[Any, Any, None]: ...
+
+
+@overload
+def listen(
+    dsn: str,
+    queues: str | Sequence[str],
+    handler: AsyncTxHandler,
+    *,
+    batch_size: int = BATCH_SIZE,
+    lease: timedelta | None = None,
+    poll_interval: float = POLL_INTERVAL,
+    use_listen: bool = True,
+    worker_name: str | None = None,
+    stop: asyncio.Event | None = None,
+    handle_signals: bool = True,
+    reap_interval: float | None = REAP_INTERVAL,
+    in_transaction: Literal[True],
 ) -> Coroutine[Any, Any, None]: ...
 
 
@@ -341,7 +333,7 @@ def listen(
 def listen(
     dsn: str,
     queues: str | Sequence[str],
-    handler: AsyncHandler | None = None,
+    handler: AsyncHandler | AsyncTxHandler | None = None,
     *,
     batch_size: int = BATCH_SIZE,
     lease: timedelta | None = None,
@@ -351,124 +343,23 @@ def listen(
     stop: asyncio.Event | None = None,
     handle_signals: bool = True,
     reap_interval: float | None = REAP_INTERVAL,
+    in_transaction: bool = False,
 ) -> Coroutine[Any, Any, None] | AsyncJobIterator:
     """The asyncio :func:`pyqueue.listen`: with an async ``handler``, a
     coroutine that works the queues until stopped (``await`` it); without
     one, an :class:`AsyncJobIterator`. Same options, with an
-    ``asyncio.Event`` for ``stop``; heartbeats run as a task."""
+    ``asyncio.Event`` for ``stop``; heartbeats run as a task.
+    ``in_transaction=True`` (with a handler) runs each batch inside the
+    transaction that holds it, the handler getting an :class:`AsyncTxJob`."""
     check_settings(batch_size=batch_size, poll_interval=poll_interval)
-    settings = _Settings(dsn, queue_list(queues), lease, poll_interval, use_listen,
-                         worker_name or q.default_worker_name(), reap_interval)
+    settings = Settings(dsn, queue_list(queues), lease, poll_interval, use_listen,
+                        worker_name or q.default_worker_name(), reap_interval)
+    if in_transaction:
+        if handler is None:
+            raise ValueError("in_transaction=True needs a handler")
+        return listen_in_transaction(settings, handler, batch_size=batch_size,  # type: ignore[arg-type]
+                                     stop=stop, handle_signals=handle_signals)
     jobs = AsyncJobIterator(settings, batch_size=batch_size, stop=stop, handle_signals=handle_signals)
     if handler is None:
         return jobs
-    return _run_handler(jobs, handler)
-
-
-class AsyncWorker:
-    """Async handlers registered per queue, up to ``concurrency`` running at
-    once as tasks of one event loop; the twin of :class:`pyqueue.Worker`.
-
-    ::
-
-        worker = pyqueue.aio.AsyncWorker(dsn, concurrency=20)
-
-        @worker.handler("emails")
-        async def send_email(job: pyqueue.aio.AsyncJob) -> None: ...
-
-        await worker.run()
-    """
-
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        concurrency: int = CONCURRENCY,
-        batch_size: int = BATCH_SIZE,
-        lease: timedelta | None = None,
-        poll_interval: float = POLL_INTERVAL,
-        use_listen: bool = True,
-        name: str | None = None,
-        reap_interval: float | None = REAP_INTERVAL,
-    ) -> None:
-        check_settings(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency)
-        self.dsn = dsn
-        self.concurrency = concurrency
-        self.batch_size = batch_size
-        self.lease = lease
-        self.poll_interval = poll_interval
-        self.use_listen = use_listen
-        self.name = name or q.default_worker_name()
-        self.reap_interval = reap_interval
-        self._handlers: dict[str, AsyncHandler] = {}
-        self._stop = asyncio.Event()
-        self._running = False
-
-    @property
-    def queues(self) -> list[str]:
-        return list(self._handlers)
-
-    def register(self, queue: str, fn: AsyncHandler) -> None:
-        if queue in self._handlers:
-            raise ValueError(f"queue {queue!r} already has a handler")
-        self._handlers[queue] = fn
-
-    def handler(self, queue: str) -> Callable[[H], H]:
-        def decorate(fn: H) -> H:
-            self.register(queue, fn)
-            return fn
-        return decorate
-
-    def stop(self) -> None:
-        """Stop claiming; ``run()`` returns once the started jobs are done (call
-        from the event loop's thread, e.g. from a handler)."""
-        self._stop.set()
-
-    async def run(self, *, handle_signals: bool = True) -> None:
-        """Work until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``."""
-        if not self._handlers:
-            raise ValueError("register a handler first (worker.register or @worker.handler)")
-        if self._running:
-            raise RuntimeError("an AsyncWorker runs once: make a new one to run again")
-        self._running = True
-        settings = _Settings(self.dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
-                             self.name, self.reap_interval)
-        slots = asyncio.Semaphore(self.concurrency)
-        tasks: set[asyncio.Task[None]] = set()
-        with stop_on_signals(handle_signals, self._stop):
-            consumer = settings.consumer(self._stop)
-            done = poke_when_done(consumer)
-            try:
-                limit = max(self.concurrency, self.batch_size)
-                while not self._stop.is_set():
-                    consumer.unpoke()
-                    await consumer.flush()
-                    await consumer.maybe_reap()
-                    room = limit - len(tasks)
-                    if room > 0:
-                        n = min(self.batch_size, room)
-                        jobs = await consumer.claim(n)
-                        if jobs is None:
-                            continue
-                        for job in jobs:
-                            task = asyncio.create_task(self._execute(consumer, slots, job))
-                            tasks.add(task)
-                            task.add_done_callback(tasks.discard)
-                            task.add_done_callback(done)
-                        if len(jobs) == n:
-                            continue
-                    await consumer.wait(for_work=room > 0)
-            finally:
-                self._stop.set()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                await consumer.close()
-
-    async def _execute(self, consumer: Consumer, slots: asyncio.Semaphore, job: AsyncJob) -> None:
-        async with slots:
-            if job.lease_lost:
-                return
-            if self._stop.is_set():
-                consumer.release_later(job)
-                return
-            async with job:
-                await self._handlers[job.queue](job)
+    return _run_handler(jobs, handler)  # type: ignore[arg-type]

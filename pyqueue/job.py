@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Protocol
@@ -100,6 +100,27 @@ class TakenJob:
     job_key: str | None
     last_error: str | None
     group_key: str | None
+
+
+@dataclass(frozen=True)
+class TxJob(TakenJob):
+    """A job an in-transaction worker took (``in_transaction=True``): the
+    handler runs inside the transaction that removed the job, and ``conn`` is
+    that transaction's connection. Write through ``conn`` and the writes
+    commit together with the job's removal, or roll back with it when the
+    handler raises (the job is then recorded as a failed attempt). Do not
+    commit or roll back ``conn`` yourself; a nested ``conn.transaction()``
+    is fine. The job holds no lease and needs no acknowledgement."""
+
+    conn: psycopg.Connection[Any] = field(compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class AsyncTxJob(TakenJob):
+    """The asyncio twin of :class:`TxJob`: ``conn`` is the transaction's
+    ``AsyncConnection``."""
+
+    conn: psycopg.AsyncConnection[Any] = field(compare=False, repr=False, kw_only=True)
 
 
 class Acknowledger(Protocol):

@@ -1,5 +1,5 @@
 """Sync workers: :func:`listen` (one loop in the calling thread) and
-:class:`Worker` (handlers per queue, run by a thread pool).
+:class:`Worker` (handlers per queue, run by a set of threads).
 
 Both claim in batches (one round trip per batch), LISTEN on channel
 ``jobq`` on a dedicated connection and otherwise poll, heartbeat held jobs
@@ -8,37 +8,36 @@ database without pg_cron recovers), reconnect with backoff after the
 database goes away, and stop gracefully on SIGTERM/SIGINT: they claim
 nothing more, finish the jobs that have started, release the jobs claimed
 but not started, and return normally (so the process exits 0).
+
+Queues registered ``in_transaction=True`` (jobq 0.3) are worked in
+transactions instead of leases: see ``pyqueue._intx``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
-from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from datetime import timedelta
-from types import TracebackType
-from typing import TypeVar, overload
+from functools import partial
+from typing import Literal, TypeVar, overload
 
-from pyqueue._loop import (
-    Consumer,
-    DedicatedConnection,
-    PooledConnections,
-    Wakeup,
-    run_job,
-    stop_on_signals,
-)
+import psycopg
+
+from pyqueue._intx import TxHandler, run_batch
+from pyqueue._listen import Handler, JobIterator, check_settings, listen, queue_list
+from pyqueue._loop import Consumer, DedicatedConnection, PooledConnections, Wakeup, run_job, stop_on_signals
 from pyqueue._queries import default_worker_name
+from pyqueue._state import Backoff
+from pyqueue._threads import HandlerThreads
 from pyqueue.defaults import (
     BATCH_SIZE,
     CONCURRENCY,
-    HEARTBEAT_APPLICATION_NAME,
     POLL_INTERVAL,
     REAP_INTERVAL,
     WORKER_APPLICATION_NAME,
 )
-from pyqueue.job import Job
+from pyqueue.job import Job, TxJob
 
 __all__ = [
     "BATCH_SIZE",
@@ -47,262 +46,31 @@ __all__ = [
     "REAP_INTERVAL",
     "Handler",
     "JobIterator",
+    "TxHandler",
+    "TxJob",
     "Worker",
+    "check_settings",
     "listen",
+    "queue_list",
 ]
 
 logger = logging.getLogger("pyqueue.worker")
 
-Handler = Callable[[Job], object]
 H = TypeVar("H", bound=Handler)
-
-
-def queue_list(queues: str | Sequence[str]) -> list[str]:
-    names = [queues] if isinstance(queues, str) else list(queues)
-    if not names:
-        raise ValueError("give at least one queue")
-    return names
-
-
-def check_settings(*, batch_size: int, poll_interval: float, concurrency: int = 1) -> None:
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    if not poll_interval > 0:
-        raise ValueError(f"poll_interval must be a positive number of seconds, got {poll_interval}")
-
-
-class JobIterator:
-    """The jobs :func:`listen` claims, one at a time, for as long as it runs.
-
-    Acknowledging a yielded job:
-
-    * ``with job:`` around the work completes it when the block ends
-      normally, and fails it with the full traceback when the block raises
-      (the exception is logged and swallowed, so the loop goes on);
-    * or call ``job.complete()``, ``job.fail(error)`` or ``job.release()``;
-    * a job left unacknowledged when the loop asks for the next one is
-      completed (the loop body finished without raising);
-    * a job still unacknowledged when the iterator is closed (``break``, an
-      exception escaping the loop, ``close()``, the ``with`` block ending)
-      is released: it runs again, without spending an attempt.
-
-    Use it as a context manager so it closes deterministically::
-
-        with pyqueue.listen(dsn, "emails") as jobs:
-            for job in jobs:
-                with job:
-                    send(job.payload)
-
-    Completions are sent in batches; jobs claimed but not yet yielded are
-    released when the iterator stops. ``stop()`` (or SIGTERM/SIGINT, or the
-    ``stop`` event) ends the iteration after the current job.
-    """
-
-    def __init__(
-        self,
-        dsn: str,
-        queues: Sequence[str],
-        *,
-        batch_size: int,
-        lease: timedelta | None,
-        poll_interval: float,
-        use_listen: bool,
-        worker_name: str | None,
-        stop: threading.Event | None,
-        handle_signals: bool,
-        reap_interval: float | None,
-    ) -> None:
-        check_settings(batch_size=batch_size, poll_interval=poll_interval)
-        self.dsn = dsn
-        self.queues = list(queues)
-        self.batch_size = batch_size
-        self.lease = lease
-        self.poll_interval = poll_interval
-        self.use_listen = use_listen
-        self.worker_name = worker_name or default_worker_name()
-        self.handle_signals = handle_signals
-        self.reap_interval = reap_interval
-        self._wakeup = Wakeup(stop)
-        self._jobs = self._generate()
-
-    def __iter__(self) -> JobIterator:
-        return self
-
-    def __next__(self) -> Job:
-        return next(self._jobs)
-
-    def stop(self) -> None:
-        """End the iteration after the current job (thread-safe)."""
-        self._wakeup.stop()
-
-    def close(self) -> None:
-        """Stop now: release unacknowledged jobs, send pending acknowledgements,
-        close the connections."""
-        try:
-            self._jobs.close()
-        finally:
-            self._wakeup.close()
-
-    def __enter__(self) -> JobIterator:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def _consumer(self) -> Consumer:
-        prepare = self.use_listen
-        return Consumer(
-            self.dsn,
-            self.queues,
-            lease=self.lease,
-            poll_interval=self.poll_interval,
-            use_listen=self.use_listen,
-            worker_name=self.worker_name,
-            reap_interval=self.reap_interval,
-            wakeup=self._wakeup,
-            work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=prepare),
-            heartbeat=DedicatedConnection(self.dsn, HEARTBEAT_APPLICATION_NAME, prepare=prepare),
-        )
-
-    def _generate(self) -> Generator[Job, None, None]:
-        wakeup = self._wakeup
-        with stop_on_signals(self.handle_signals, wakeup):
-            consumer = self._consumer()
-            held: deque[Job] = deque()
-            current: Job | None = None
-            try:
-                while not wakeup.stopped:
-                    consumer.maybe_reap()
-                    jobs = consumer.claim(self.batch_size)
-                    if jobs is None:
-                        continue  # the database was unreachable; backed off, try again
-                    held.extend(jobs)
-                    while held and not wakeup.stopped:
-                        job = held.popleft()
-                        if job.lease_lost:
-                            continue
-                        current = job
-                        yield job
-                        current = None
-                        if not job.acknowledged:
-                            consumer.complete_later(job)
-                        consumer.flush_if_due()
-                    consumer.flush()
-                    if len(jobs) < self.batch_size and not wakeup.stopped:
-                        consumer.wait()
-            finally:
-                if current is not None and not current.acknowledged:
-                    consumer.release_later(current)
-                for job in held:
-                    if not job.acknowledged and not job.lease_lost:
-                        consumer.release_later(job)
-                consumer.close()
-
-
-@overload
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: Handler,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | None = None,
-    poll_interval: float = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: threading.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | None = REAP_INTERVAL,
-) -> None: ...
-
-
-@overload
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: None = None,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | None = None,
-    poll_interval: float = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: threading.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | None = REAP_INTERVAL,
-) -> JobIterator: ...
-
-
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: Handler | None = None,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | None = None,
-    poll_interval: float = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: threading.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | None = REAP_INTERVAL,
-) -> JobIterator | None:
-    """Work the jobs of ``queues``, in the calling thread.
-
-    With a ``handler``, call it for each claimed job until stopped, then
-    return None: a return completes the job, an exception fails it with
-    the full traceback (and the loop goes on). Without one, return a
-    :class:`JobIterator` that yields the claimed jobs (see there for how
-    they are acknowledged).
-
-    The loop claims up to ``batch_size`` jobs per round trip. When a claim
-    comes back short it sleeps until a NOTIFY for one of its queues, the
-    next scheduled job's run_at, or ``poll_interval`` seconds, whichever is
-    first. ``use_listen=False`` polls only and turns off prepared
-    statements, for PgBouncer in transaction mode. ``lease`` overrides the
-    queues' lease; jobs held longer than a third of it are heart-beaten.
-    ``reap_interval`` (seconds, None for never) paces the opportunistic
-    jobq.reap() calls. Setting ``stop``, or SIGTERM/SIGINT when
-    ``handle_signals`` and in the main thread, ends the loop after the
-    current job; jobs claimed but not started are released. A second
-    signal acts as it would have without the worker.
-    """
-    jobs = JobIterator(
-        dsn,
-        queue_list(queues),
-        batch_size=batch_size,
-        lease=lease,
-        poll_interval=poll_interval,
-        use_listen=use_listen,
-        worker_name=worker_name,
-        stop=stop,
-        handle_signals=handle_signals,
-        reap_interval=reap_interval,
-    )
-    if handler is None:
-        return jobs
-    with jobs:
-        for job in jobs:
-            run_job(job, handler)
-    return None
+TH = TypeVar("TH", bound=TxHandler)
 
 
 class Worker:
-    """Handlers registered per queue, run concurrently by a thread pool.
+    """Handlers registered per queue, run concurrently by ``concurrency`` threads.
 
-    ``concurrency`` handler threads share a psycopg_pool ConnectionPool (the
-    jobs' own ``complete()``/``heartbeat()``… calls use it too). Threads
-    suit I/O-bound handlers; for CPU-bound work run several worker
-    processes. The worker holds at most ``max(concurrency, batch_size)``
-    jobs: the running ones plus those claimed in the same batch and waiting
-    for a thread; every held job is heart-beaten.
+    The handler threads share a psycopg_pool ConnectionPool (the jobs' own
+    ``complete()``/``heartbeat()``… calls use it too); claims and batched
+    acknowledgements go through one more connection of the worker's own.
+    Threads suit I/O-bound handlers; for CPU-bound work run several worker
+    processes. The worker holds at most ``batch_size + concurrency`` leased
+    jobs (the running ones plus the claimed ones waiting for a thread; every
+    held job is heart-beaten) and claims the next batch once no more than
+    ``concurrency`` are left, so the threads do not run dry while it claims.
 
     ::
 
@@ -312,7 +80,17 @@ class Worker:
         def send_email(job: pyqueue.Job) -> None:
             ...
 
+        @worker.handler("ledger", in_transaction=True)
+        def post(job: pyqueue.TxJob) -> None:
+            job.conn.execute("INSERT INTO entries ...")  # commits with the job's removal
+
         worker.run()  # until worker.stop(), SIGTERM or SIGINT
+
+    In-transaction queues (jobq 0.3) are worked a batch per transaction:
+    the batch's handlers run one after the other on its connection, and up
+    to ``concurrency`` batches (each on its own pool connection, in a
+    handler thread) run at once; a queue that keeps returning full batches
+    gets more of them in parallel, one more per full batch, up to that limit.
 
     A stopped worker stays stopped; make a new one to run again.
     """
@@ -339,87 +117,129 @@ class Worker:
         self.name = name or default_worker_name()
         self.reap_interval = reap_interval
         self._handlers: dict[str, Handler] = {}
+        self._tx_handlers: dict[str, TxHandler] = {}
+        self._order: list[str] = []
         self._wakeup = Wakeup()
         self._lock = threading.Lock()
-        self._held = 0
+        self._held = 0  # leased jobs handed to the threads and not finished
         self._running = False
+        # In-transaction queues: which may have ready jobs, how many batches run.
+        self._tx_wanted: dict[str, bool] = {}
+        self._tx_busy = 0
+        self._tx_empty = False  # a take came back empty since the loop last waited
+        self._tx_backoff = Backoff()
+        self._fatal: BaseException | None = None
 
     @property
     def queues(self) -> list[str]:
-        return list(self._handlers)
+        return list(self._order)
 
-    def register(self, queue: str, fn: Handler) -> None:
-        """Run ``fn(job)`` for the jobs of ``queue``."""
-        if queue in self._handlers:
+    @overload
+    def register(self, queue: str, fn: Handler, *, in_transaction: Literal[False] = False) -> None: ...
+
+    @overload
+    def register(self, queue: str, fn: TxHandler, *, in_transaction: Literal[True]) -> None: ...
+
+    def register(self, queue: str, fn: Handler | TxHandler, *, in_transaction: bool = False) -> None:
+        """Run ``fn(job)`` for the jobs of ``queue``: a leased :class:`pyqueue.Job`,
+        or with ``in_transaction=True`` a :class:`pyqueue.TxJob` inside the
+        transaction that took it (see the class docstring)."""
+        if queue in self._order:
             raise ValueError(f"queue {queue!r} already has a handler")
-        self._handlers[queue] = fn
+        if in_transaction:
+            self._tx_handlers[queue] = fn  # type: ignore[assignment]
+        else:
+            self._handlers[queue] = fn  # type: ignore[assignment]
+        self._order.append(queue)
 
-    def handler(self, queue: str) -> Callable[[H], H]:
+    @overload
+    def handler(self, queue: str, *, in_transaction: Literal[False] = False) -> Callable[[H], H]: ...
+
+    @overload
+    def handler(self, queue: str, *, in_transaction: Literal[True]) -> Callable[[TH], TH]: ...
+
+    def handler(self, queue: str, *, in_transaction: bool = False) -> Callable[[H], H] | Callable[[TH], TH]:
         """Decorator form of :meth:`register`."""
 
         def decorate(fn: H) -> H:
-            self.register(queue, fn)
+            self.register(queue, fn, in_transaction=in_transaction)  # type: ignore[call-overload]
             return fn
 
         return decorate
 
     def stop(self) -> None:
-        """Stop claiming; ``run()`` returns once the started jobs are done
-        (thread-safe, also from a handler)."""
+        """Stop claiming; ``run()`` returns once the started jobs (and batches) are
+        done (thread-safe, also from a handler)."""
         self._wakeup.stop()
 
     def run(self, *, handle_signals: bool = True) -> None:
         """Work until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``
         (main thread only)."""
-        if not self._handlers:
+        if not self._order:
             raise ValueError("register a handler first (worker.register or @worker.handler)")
         with self._lock:
             if self._running:
                 raise RuntimeError("a Worker runs once: make a new one to run again")
             self._running = True
         with stop_on_signals(handle_signals, self._wakeup):
-            pool = PooledConnections(self.dsn, WORKER_APPLICATION_NAME, size=self.concurrency + 2,
+            pool = PooledConnections(self.dsn, WORKER_APPLICATION_NAME, size=self.concurrency + 1,
                                      prepare=self.use_listen)
             consumer = Consumer(
                 self.dsn,
                 self.queues,
+                claim_queues=list(self._handlers),
                 lease=self.lease,
                 poll_interval=self.poll_interval,
                 use_listen=self.use_listen,
                 worker_name=self.name,
                 reap_interval=self.reap_interval,
                 wakeup=self._wakeup,
-                work=pool,
+                work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=self.use_listen),
                 heartbeat=pool,
+                jobs=pool,
             )
-            executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pyqueue-handler")
+            threads = HandlerThreads(self.concurrency, "pyqueue-handler")
             try:
-                self._loop(consumer, executor)
+                self._loop(consumer, threads, pool)
             finally:
                 self._wakeup.stop()  # queued jobs that have not started are released
-                executor.shutdown(wait=True)
-                consumer.close()
+                threads.shutdown()
+                consumer.close()  # and the pool: it is the heartbeat's connection source
                 self._wakeup.close()
+        if self._fatal is not None:
+            raise self._fatal
 
-    def _loop(self, consumer: Consumer, executor: ThreadPoolExecutor) -> None:
-        limit = max(self.concurrency, self.batch_size)
+    def _loop(self, consumer: Consumer, threads: HandlerThreads, pool: PooledConnections) -> None:
+        batch, threshold = self.batch_size, self.concurrency
+        leased = bool(self._handlers)
+        self._tx_wanted = dict.fromkeys(self._tx_handlers, True)
+        want = leased  # a leased claim may find jobs
+        refresh = False  # a claim came back empty: ask for the next run_at before waiting
         while not self._wakeup.stopped:
-            consumer.flush()
             consumer.maybe_reap()
-            with self._lock:
-                room = limit - self._held
-            if room > 0:
-                n = min(self.batch_size, room)
-                jobs = consumer.claim(n)
+            if want and self._held <= threshold:
+                jobs = consumer.claim(batch)
                 if jobs is None:
                     continue  # the database was unreachable; backed off, try again
-                for job in jobs:
+                if jobs:
                     with self._lock:
-                        self._held += 1
-                    executor.submit(self._execute, consumer, job)
-                if len(jobs) == n:
-                    continue  # there may be more ready: claim again while there is room
-            consumer.wait(for_work=room > 0)
+                        self._held += len(jobs)
+                    threads.put_many([partial(self._execute, consumer, job) for job in jobs])
+                if len(jobs) < batch:
+                    want, refresh = False, refresh or not jobs
+            self._start_batches(consumer, threads, pool)
+            pending = consumer.acks.pending()
+            if pending and (pending >= batch or self._held == 0 or consumer.acks.seconds_until_due() <= 0):
+                consumer.flush()  # a batch's worth, or idle, or waited long enough
+            if (want and self._held <= threshold) or self._batch_startable():
+                continue
+            with self._lock:
+                refresh, self._tx_empty = refresh or self._tx_empty, False
+            if consumer.wait(refresh=refresh):
+                want = leased
+                with self._lock:
+                    self._tx_wanted = dict.fromkeys(self._tx_wanted, True)
+            refresh = False
 
     def _execute(self, consumer: Consumer, job: Job) -> None:
         try:
@@ -434,4 +254,57 @@ class Worker:
         finally:
             with self._lock:
                 self._held -= 1
+                held = self._held
+            if held in {self.concurrency, 0}:
+                self._wakeup.poke()  # room for the next batch, or idle: time to acknowledge
+
+    # --- in-transaction queues
+    def _batch_startable(self) -> bool:
+        with self._lock:
+            return self._tx_busy < self.concurrency and any(self._tx_wanted.values())
+
+    def _start_batches(self, consumer: Consumer, threads: HandlerThreads, pool: PooledConnections) -> None:
+        start = []
+        with self._lock:
+            for queue, wanted in self._tx_wanted.items():
+                if wanted and self._tx_busy < self.concurrency:
+                    self._tx_wanted[queue] = False
+                    self._tx_busy += 1
+                    start.append(partial(self._run_batches, queue, pool))
+        if start:
+            consumer.looked()
+            threads.put_many(start)
+
+    def _run_batches(self, queue: str, pool: PooledConnections) -> None:
+        """Batches of ``queue`` one after the other while they come back full."""
+        handler = self._tx_handlers[queue]
+        try:
+            while not self._wakeup.stopped:
+                with pool.connection() as conn:
+                    taken = run_batch(conn, queue, self.batch_size, handler)
+                if self._tx_backoff.failures:
+                    logger.info("reconnected to the database")
+                    self._tx_backoff.reset()
+                if taken < self.batch_size:
+                    if taken == 0:
+                        with self._lock:
+                            self._tx_empty = True
+                    return
+                with self._lock:
+                    self._tx_wanted[queue] = True  # a full batch: one more in parallel may help
+                self._wakeup.poke()
+        except psycopg.OperationalError as error:
+            delay = self._tx_backoff.next_delay()
+            logger.warning("batch of queue %r failed (%s); the jobs are back; trying again in %.1f s",
+                           queue, str(error).strip() or type(error).__name__, delay)
+            self._wakeup.event.wait(delay)
+            with self._lock:
+                self._tx_wanted[queue] = True
+        except BaseException as error:
+            logger.error("batch of queue %r failed, stopping the worker: %s", queue, error)
+            self._fatal = error
+            self._wakeup.stop()
+        finally:
+            with self._lock:
+                self._tx_busy -= 1
             self._wakeup.poke()

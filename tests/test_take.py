@@ -11,8 +11,14 @@ import pytest
 
 import pyqueue
 import pyqueue.aio
+from tests.worker_support import keep_history
 
 Conn = psycopg.Connection[tuple[object, ...]]
+
+
+@pytest.fixture(autouse=True)
+def history(conn: Conn) -> None:
+    keep_history(conn, ["payments"])
 
 
 class PaymentFailedError(Exception):

@@ -16,9 +16,15 @@ from psycopg.conninfo import make_conninfo
 
 import pyqueue
 from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, LISTEN_APPLICATION_NAME, WORKER_APPLICATION_NAME
-from tests.worker_support import InThread, backend_pids, job_status, mapping, scalar, wait_until
+from tests.worker_support import InThread, backend_pids, job_status, keep_history, mapping, scalar, wait_until
 
 Conn = psycopg.Connection[tuple[object, ...]]
+
+
+@pytest.fixture(autouse=True)
+def history(conn: Conn) -> None:
+    keep_history(conn, ["a", "b", "chain", "d", "fan", "h", "it", "long", "mail", "n", "other", "p", "q", "r",
+                        "s", "t", "w"])
 
 IDLE_POLL = 60.0  # seconds: a poll interval long enough that only NOTIFY (or run_at) can explain a pickup
 PICKUP_LIMIT = 10.0  # seconds: a generous bound for a pickup that polling cannot explain

@@ -17,12 +17,18 @@ from tests.worker_support import (
     EXECUTIONS_DDL,
     WorkerProcess,
     backend_pids,
+    keep_history,
     mapping,
     scalar,
     wait_until,
 )
 
 Conn = psycopg.Connection[tuple[object, ...]]
+
+
+@pytest.fixture(autouse=True)
+def history(conn: Conn) -> None:
+    keep_history(conn, ["work"])
 
 MANY_JOBS = 3000
 MANY_WORKERS = 8

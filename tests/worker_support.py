@@ -124,3 +124,10 @@ class WorkerProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def keep_history(conn: Conn, queues: list[str]) -> None:
+    """Keep completed jobs of these queues in jobq.jobs (jobq 0.3 keeps none by
+    default), so that tests can read each job's final status."""
+    for queue in queues:
+        conn.execute("SELECT jobq.configure_queue(%s, retention => interval '1 day')", (queue,))

@@ -1,0 +1,319 @@
+"""The asyncio :class:`AsyncWorker` and the in-transaction loop of the async
+``listen()``: twins of ``pyqueue.worker.Worker`` and ``pyqueue._listen``.
+Public through ``pyqueue.aio``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal, TypeVar, overload
+
+import psycopg
+
+from pyqueue import _queries as q
+from pyqueue._aioloop import Consumer, DedicatedConnection, stop_on_signals
+from pyqueue._intx import AsyncTxHandler, arun_batch
+from pyqueue._listen import check_settings
+from pyqueue._state import Backoff
+from pyqueue.defaults import (
+    BATCH_SIZE,
+    CONCURRENCY,
+    HEARTBEAT_APPLICATION_NAME,
+    POLL_INTERVAL,
+    REAP_INTERVAL,
+    WORKER_APPLICATION_NAME,
+)
+from pyqueue.job import AsyncJob
+
+logger = logging.getLogger("pyqueue.worker")
+
+AsyncHandler = Callable[[AsyncJob], Awaitable[object]]
+H = TypeVar("H", bound=AsyncHandler)
+TH = TypeVar("TH", bound=AsyncTxHandler)
+
+
+@dataclass(frozen=True)
+class Settings:
+    dsn: str
+    queues: list[str]
+    lease: timedelta | None
+    poll_interval: float
+    use_listen: bool
+    worker_name: str
+    reap_interval: float | None
+
+    def connection(self, application_name: str = WORKER_APPLICATION_NAME) -> DedicatedConnection:
+        return DedicatedConnection(self.dsn, application_name, prepare=self.use_listen)
+
+    def consumer(self, stop: asyncio.Event, claim_queues: list[str] | None = None) -> Consumer:
+        return Consumer(
+            self.dsn,
+            self.queues,
+            claim_queues=claim_queues,
+            lease=self.lease,
+            poll_interval=self.poll_interval,
+            use_listen=self.use_listen,
+            worker_name=self.worker_name,
+            reap_interval=self.reap_interval,
+            stop=stop,
+            work=self.connection(),
+            heartbeat=self.connection(HEARTBEAT_APPLICATION_NAME),
+        )
+
+
+async def listen_in_transaction(settings: Settings, handler: AsyncTxHandler, *, batch_size: int,
+                                stop: asyncio.Event | None, handle_signals: bool) -> None:
+    """``aio.listen(..., in_transaction=True)``: one batch per queue in turn, each
+    in its own transaction on one connection (see ``pyqueue._listen._TxLoop``)."""
+    stop = stop if stop is not None else asyncio.Event()
+    with stop_on_signals(handle_signals, stop):
+        consumer = settings.consumer(stop)
+        try:
+            while not stop.is_set():
+                await consumer.maybe_reap()
+                await consumer.looked()
+                taken = [0]
+                try:
+                    for queue in settings.queues:
+                        if stop.is_set():
+                            break
+                        async with consumer.work.connection() as conn:
+                            taken.append(await arun_batch(conn, queue, batch_size, handler))
+                except psycopg.OperationalError as error:
+                    await consumer.connection_lost(error)
+                    continue
+                consumer.connected()
+                if max(taken) < batch_size and not stop.is_set():
+                    await consumer.wait(refresh=max(taken) == 0)
+        finally:
+            await consumer.close()
+
+
+class AsyncWorker:
+    """Async handlers registered per queue, up to ``concurrency`` running at
+    once as tasks of one event loop; the twin of :class:`pyqueue.Worker`
+    (the same claiming, acknowledging and in-transaction rules).
+
+    ::
+
+        worker = pyqueue.aio.AsyncWorker(dsn, concurrency=20)
+
+        @worker.handler("emails")
+        async def send_email(job: pyqueue.aio.AsyncJob) -> None: ...
+
+        @worker.handler("ledger", in_transaction=True)
+        async def post(job: pyqueue.AsyncTxJob) -> None:
+            await job.conn.execute("INSERT INTO entries ...")
+
+        await worker.run()
+
+    An in-transaction batch holds one of the ``concurrency`` slots for its
+    whole length, on a connection of its own.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        concurrency: int = CONCURRENCY,
+        batch_size: int = BATCH_SIZE,
+        lease: timedelta | None = None,
+        poll_interval: float = POLL_INTERVAL,
+        use_listen: bool = True,
+        name: str | None = None,
+        reap_interval: float | None = REAP_INTERVAL,
+    ) -> None:
+        check_settings(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency)
+        self.dsn = dsn
+        self.concurrency = concurrency
+        self.batch_size = batch_size
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self.use_listen = use_listen
+        self.name = name or q.default_worker_name()
+        self.reap_interval = reap_interval
+        self._handlers: dict[str, AsyncHandler] = {}
+        self._tx_handlers: dict[str, AsyncTxHandler] = {}
+        self._order: list[str] = []
+        self._stop = asyncio.Event()
+        self._running = False
+        self._tx_wanted: dict[str, bool] = {}
+        self._tx_busy = 0
+        self._tx_empty = False
+        self._tx_backoff = Backoff()
+        self._tx_connections: list[DedicatedConnection] = []  # idle batch connections
+        self._fatal: BaseException | None = None
+
+    @property
+    def queues(self) -> list[str]:
+        return list(self._order)
+
+    @overload
+    def register(self, queue: str, fn: AsyncHandler, *, in_transaction: Literal[False] = False) -> None: ...
+
+    @overload
+    def register(self, queue: str, fn: AsyncTxHandler, *, in_transaction: Literal[True]) -> None: ...
+
+    def register(
+        self, queue: str, fn: AsyncHandler | AsyncTxHandler, *, in_transaction: bool = False
+    ) -> None:
+        if queue in self._order:
+            raise ValueError(f"queue {queue!r} already has a handler")
+        if in_transaction:
+            self._tx_handlers[queue] = fn  # type: ignore[assignment]
+        else:
+            self._handlers[queue] = fn  # type: ignore[assignment]
+        self._order.append(queue)
+
+    @overload
+    def handler(self, queue: str, *, in_transaction: Literal[False] = False) -> Callable[[H], H]: ...
+
+    @overload
+    def handler(self, queue: str, *, in_transaction: Literal[True]) -> Callable[[TH], TH]: ...
+
+    def handler(self, queue: str, *, in_transaction: bool = False) -> Callable[[H], H] | Callable[[TH], TH]:
+        def decorate(fn: H) -> H:
+            self.register(queue, fn, in_transaction=in_transaction)  # type: ignore[call-overload]
+            return fn
+        return decorate
+
+    def stop(self) -> None:
+        """Stop claiming; ``run()`` returns once the started jobs (and batches)
+        are done (call from the event loop's thread, e.g. from a handler)."""
+        self._stop.set()
+
+    async def run(self, *, handle_signals: bool = True) -> None:
+        """Work until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``."""
+        if not self._order:
+            raise ValueError("register a handler first (worker.register or @worker.handler)")
+        if self._running:
+            raise RuntimeError("an AsyncWorker runs once: make a new one to run again")
+        self._running = True
+        settings = Settings(self.dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
+                            self.name, self.reap_interval)
+        slots = asyncio.Semaphore(self.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        with stop_on_signals(handle_signals, self._stop):
+            consumer = settings.consumer(self._stop, claim_queues=list(self._handlers))
+            try:
+                await self._loop(settings, consumer, slots, tasks)
+            finally:
+                self._stop.set()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await consumer.close()
+                for conn in self._tx_connections:
+                    await conn.close()
+        if self._fatal is not None:
+            raise self._fatal
+
+    async def _loop(self, settings: Settings, consumer: Consumer, slots: asyncio.Semaphore,
+                    tasks: set[asyncio.Task[None]]) -> None:
+        batch, threshold = self.batch_size, self.concurrency
+        leased: set[asyncio.Task[None]] = set()
+        leasing = bool(self._handlers)
+        self._tx_wanted = dict.fromkeys(self._tx_handlers, True)
+        want, refresh = leasing, False
+
+        def finished(task: asyncio.Task[None]) -> None:
+            leased.discard(task)
+            if len(leased) in {threshold, 0}:
+                consumer.poke()  # room for the next batch, or idle: time to acknowledge
+
+        while not self._stop.is_set():
+            consumer.unpoke()
+            await consumer.maybe_reap()
+            if want and len(leased) <= threshold:
+                jobs = await consumer.claim(batch)
+                if jobs is None:
+                    continue
+                for job in jobs:
+                    task = asyncio.create_task(self._execute(consumer, slots, job))
+                    tasks.add(task)
+                    leased.add(task)
+                    task.add_done_callback(tasks.discard)
+                    task.add_done_callback(finished)
+                if len(jobs) < batch:
+                    want, refresh = False, refresh or not jobs
+            await self._start_batches(settings, consumer, slots, tasks)
+            pending = consumer.acks.pending()
+            if pending and (pending >= batch or not leased or consumer.acks.seconds_until_due() <= 0):
+                await consumer.flush()
+            if (want and len(leased) <= threshold) or self._batch_startable():
+                continue
+            refresh, self._tx_empty = refresh or self._tx_empty, False
+            if await consumer.wait(refresh=refresh):
+                want = leasing
+                self._tx_wanted = dict.fromkeys(self._tx_wanted, True)
+            refresh = False
+
+    async def _execute(self, consumer: Consumer, slots: asyncio.Semaphore, job: AsyncJob) -> None:
+        async with slots:
+            if job.lease_lost:
+                return
+            if self._stop.is_set():
+                consumer.release_later(job)
+                return
+            async with job:
+                await self._handlers[job.queue](job)
+
+    # --- in-transaction queues
+    def _batch_startable(self) -> bool:
+        return self._tx_busy < self.concurrency and any(self._tx_wanted.values())
+
+    async def _start_batches(self, settings: Settings, consumer: Consumer, slots: asyncio.Semaphore,
+                             tasks: set[asyncio.Task[None]]) -> None:
+        started = False
+        for queue, wanted in self._tx_wanted.items():
+            if wanted and self._tx_busy < self.concurrency:
+                if not started:
+                    await consumer.looked()
+                    started = True
+                self._tx_wanted[queue] = False
+                self._tx_busy += 1
+                task = asyncio.create_task(self._run_batches(settings, consumer, slots, queue))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+
+    async def _run_batches(self, settings: Settings, consumer: Consumer, slots: asyncio.Semaphore,
+                           queue: str) -> None:
+        """Batches of ``queue`` one after the other while they come back full."""
+        handler = self._tx_handlers[queue]
+        conn = self._tx_connections.pop() if self._tx_connections else settings.connection()
+        try:
+            async with slots:
+                while not self._stop.is_set():
+                    async with conn.connection() as aconn:
+                        taken = await arun_batch(aconn, queue, self.batch_size, handler)
+                    if self._tx_backoff.failures:
+                        logger.info("reconnected to the database")
+                        self._tx_backoff.reset()
+                    if taken < self.batch_size:
+                        self._tx_empty = self._tx_empty or taken == 0
+                        return
+                    self._tx_wanted[queue] = True  # a full batch: one more in parallel may help
+                    consumer.poke()
+        except psycopg.OperationalError as error:
+            delay = self._tx_backoff.next_delay()
+            logger.warning("batch of queue %r failed (%s); the jobs are back; trying again in %.1f s",
+                           queue, str(error).strip() or type(error).__name__, delay)
+            await conn.reset()
+            await _sleep_unless(self._stop, delay)
+            self._tx_wanted[queue] = True
+        except Exception as error:
+            logger.error("batch of queue %r failed, stopping the worker: %s", queue, error)
+            self._fatal = error
+            self._stop.set()
+        finally:
+            self._tx_connections.append(conn)
+            self._tx_busy -= 1
+            consumer.poke()
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+

@@ -1,0 +1,190 @@
+"""In-transaction batches, for short jobs whose work is in the same database.
+
+A batch is one transaction (jobq 0.3): ``jobq.hold(queue, n)`` row-locks up
+to n ready jobs for it (no lease, nothing written; attempts shows this
+attempt); each job's handler runs inside a savepoint and writes through
+``job.conn``; a handler that raises has its writes rolled back to the
+savepoint and its job recorded as a failed attempt (``jobq.fail_held``:
+backoff, or dead letter when out of attempts); ``jobq.complete_held`` marks
+the others done, and COMMIT acknowledges the whole batch at once. A crash
+rolls everything back: the jobs are ready again, untouched, and nothing any
+handler wrote stays. There is no lease, so no heartbeat and no reaping. The
+handlers of a batch run one after the other on its connection.
+
+Round trips per batch of n jobs: BEGIN, hold, n + 1 savepoint commands
+(releasing one job's savepoint and opening the next one's is a single
+round trip), complete_held, COMMIT; plus one per failed job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+
+from pyqueue import _queries as q
+from pyqueue._db import aclaimed_rows, ascalar, claimed_rows, scalar, undecodable
+from pyqueue.errors import translate_errors
+from pyqueue.job import AsyncTxJob, TxJob
+
+logger = logging.getLogger("pyqueue.worker")
+
+Connection = psycopg.Connection[Any]
+AsyncConnection = psycopg.AsyncConnection[Any]
+TxHandler = Callable[[TxJob], object]
+AsyncTxHandler = Callable[[AsyncTxJob], Awaitable[object]]
+
+ABORTED = "the handler returned normally but left its transaction aborted: "
+
+
+def _log_failure(job: TxJob | AsyncTxJob, exc: BaseException | None, error: str) -> None:
+    logger.error("job %d of queue %r failed (attempt %d of %d)%s", job.id, job.queue, job.attempts,
+                 job.max_attempts, "" if exc is not None else f": {error}", exc_info=exc)
+
+
+def _failed_statement(error: psycopg.Error) -> bool:
+    """An error of a statement (the transaction aborted), not of the connection."""
+    return not isinstance(error, psycopg.OperationalError)
+
+
+class _Batch:
+    """The savepoint bookkeeping of one batch on a sync connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.open: TxJob | None = None  # the succeeded job whose savepoint is still open
+        self.done: list[int] = []  # jobs whose handler succeeded (savepoint released)
+
+    def fail(self, job: TxJob, error: str) -> None:
+        with translate_errors():
+            if not scalar(self.conn, q.FAIL_HELD, (job.id, error)):
+                logger.warning("job %d of queue %r: jobq.fail_held found no job this "
+                               "transaction holds", job.id, job.queue)
+
+    def undo(self, job: TxJob, error: str) -> None:
+        """Roll back ``job``'s writes to its savepoint and record its failure."""
+        self.conn.execute(q.UNDO_SAVEPOINT)
+        self.fail(job, error)
+
+    def settle(self, *, next_job: bool) -> None:
+        """Release the open savepoint (and open the next job's). A handler that
+        returned with the transaction aborted fails its job after all."""
+        done, self.open = self.open, None
+        if done is None:
+            if next_job:
+                self.conn.execute(q.SAVEPOINT)
+            return
+        try:
+            self.conn.execute(q.NEXT_SAVEPOINT if next_job else q.RELEASE_SAVEPOINT)
+            self.done.append(done.id)
+        except psycopg.Error as error:
+            if not _failed_statement(error):
+                raise
+            _log_failure(done, None, ABORTED + str(error))
+            self.undo(done, ABORTED + str(error))
+            if next_job:
+                self.conn.execute(q.SAVEPOINT)
+
+    def run(self, job: TxJob, handler: TxHandler) -> None:
+        if (problem := undecodable(job.payload)) is not None:
+            logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
+            self.fail(job, problem)
+            return
+        self.settle(next_job=True)
+        try:
+            handler(job)
+        except Exception as exc:
+            _log_failure(job, exc, "")
+            self.undo(job, q.format_error(exc))
+            return
+        self.open = job
+
+
+def _check_completed(queue: str, done: list[int], completed: Any) -> None:
+    if int(completed) < len(done):
+        logger.warning("%d of %d job(s) of queue %r held by this transaction were no longer ready",
+                       len(done) - int(completed), len(done), queue)
+
+
+def run_batch(conn: Connection, queue: str, n: int, handler: TxHandler) -> int:
+    """Hold up to ``n`` jobs of ``queue`` and run them in one transaction on
+    ``conn``; how many were held. A KeyboardInterrupt or SystemExit from a
+    handler rolls the whole batch back (the jobs come back untouched)."""
+    with conn.transaction():
+        with translate_errors():
+            rows = claimed_rows(conn, q.HOLD, (queue, n))
+        batch = _Batch(conn)
+        for row in rows:
+            batch.run(TxJob(**row, conn=conn), handler)
+        batch.settle(next_job=False)
+        if batch.done:
+            with translate_errors():
+                _check_completed(queue, batch.done, scalar(conn, q.COMPLETE_HELD, (batch.done,)))
+    return len(rows)
+
+
+class _AsyncBatch:
+    """The asyncio twin of :class:`_Batch`."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+        self.open: AsyncTxJob | None = None
+        self.done: list[int] = []
+
+    async def fail(self, job: AsyncTxJob, error: str) -> None:
+        with translate_errors():
+            if not await ascalar(self.conn, q.FAIL_HELD, (job.id, error)):
+                logger.warning("job %d of queue %r: jobq.fail_held found no job this "
+                               "transaction holds", job.id, job.queue)
+
+    async def undo(self, job: AsyncTxJob, error: str) -> None:
+        await self.conn.execute(q.UNDO_SAVEPOINT)
+        await self.fail(job, error)
+
+    async def settle(self, *, next_job: bool) -> None:
+        done, self.open = self.open, None
+        if done is None:
+            if next_job:
+                await self.conn.execute(q.SAVEPOINT)
+            return
+        try:
+            await self.conn.execute(q.NEXT_SAVEPOINT if next_job else q.RELEASE_SAVEPOINT)
+            self.done.append(done.id)
+        except psycopg.Error as error:
+            if not _failed_statement(error):
+                raise
+            _log_failure(done, None, ABORTED + str(error))
+            await self.undo(done, ABORTED + str(error))
+            if next_job:
+                await self.conn.execute(q.SAVEPOINT)
+
+    async def run(self, job: AsyncTxJob, handler: AsyncTxHandler) -> None:
+        if (problem := undecodable(job.payload)) is not None:
+            logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
+            await self.fail(job, problem)
+            return
+        await self.settle(next_job=True)
+        try:
+            await handler(job)
+        except Exception as exc:
+            _log_failure(job, exc, "")
+            await self.undo(job, q.format_error(exc))
+            return
+        self.open = job
+
+
+async def arun_batch(conn: AsyncConnection, queue: str, n: int, handler: AsyncTxHandler) -> int:
+    """The asyncio twin of :func:`run_batch`."""
+    async with conn.transaction():
+        with translate_errors():
+            rows = await aclaimed_rows(conn, q.HOLD, (queue, n))
+        batch = _AsyncBatch(conn)
+        for row in rows:
+            await batch.run(AsyncTxJob(**row, conn=conn), handler)
+        await batch.settle(next_job=False)
+        if batch.done:
+            with translate_errors():
+                _check_completed(queue, batch.done, await ascalar(conn, q.COMPLETE_HELD, (batch.done,)))
+    return len(rows)
