@@ -1,11 +1,16 @@
 """A worker program for the multi-process tests:
 
-    python -m tests.worker_programs DSN [--mode listen|worker|aio-listen|aio-worker] [options]
+    python -m tests.worker_programs DSN [--mode MODE] [options]
+
+MODE: listen (default), worker, aio-listen, aio-worker, tx-worker, tx-listen.
 
 Its handler records every execution in the ``executions`` table (see
 tests/worker_support.py) with database timestamps. A payload may ask the
 handler to sleep (``{"sleep": seconds}``) or to block forever on its first
 attempt (``{"block_first": true}``), to be killed there.
+
+The in-transaction modes (``tx-*``) also write a ``ledger`` row per job
+through ``job.conn``, inside the transaction that holds the job.
 """
 
 from __future__ import annotations
@@ -51,6 +56,21 @@ def make_handler(dsn: str) -> pyqueue.worker.Handler:
         if pause:
             time.sleep(pause)
         conn.execute("UPDATE executions SET finished = clock_timestamp() WHERE id = %s", (row[0],))
+
+    return handle
+
+
+def make_tx_handler(dsn: str) -> pyqueue.worker.TxHandler:
+    def handle(job: pyqueue.TxJob) -> None:
+        job.conn.execute("INSERT INTO ledger (job_id, pid) VALUES (%s, %s)", (job.id, os.getpid()))
+        conn = connection(dsn)
+        conn.execute("INSERT INTO executions (job_id, pid, attempt, started) "
+                     "VALUES (%s, %s, %s, clock_timestamp())", (job.id, os.getpid(), job.attempts))
+        pause = float(job.payload.get("sleep", 0))
+        if job.payload.get("block_first") and job.attempts == 1:
+            pause = BLOCK
+        if pause:
+            time.sleep(pause)
 
     return handle
 
@@ -101,7 +121,8 @@ async def run_async(args: argparse.Namespace, lease: timedelta | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dsn")
-    parser.add_argument("--mode", choices=["listen", "worker", "aio-listen", "aio-worker"], default="listen")
+    modes = ["listen", "worker", "aio-listen", "aio-worker", "tx-worker", "tx-listen"]
+    parser.add_argument("--mode", choices=modes, default="listen")
     parser.add_argument("--queue", default="work")
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=2)
@@ -114,6 +135,14 @@ def main() -> None:
     handler = make_handler(args.dsn)
     if args.mode.startswith("aio-"):
         asyncio.run(run_async(args, lease))
+    elif args.mode == "tx-listen":
+        pyqueue.listen(args.dsn, args.queue, make_tx_handler(args.dsn), batch_size=args.batch_size,
+                       poll_interval=args.poll_interval, in_transaction=True)
+    elif args.mode == "tx-worker":
+        tx_worker = pyqueue.Worker(args.dsn, concurrency=args.concurrency, batch_size=args.batch_size,
+                                   poll_interval=args.poll_interval)
+        tx_worker.register(args.queue, make_tx_handler(args.dsn), in_transaction=True)
+        tx_worker.run()
     elif args.mode == "listen":
         pyqueue.listen(args.dsn, args.queue, handler, batch_size=args.batch_size, lease=lease,
                        poll_interval=args.poll_interval, reap_interval=args.reap_interval)

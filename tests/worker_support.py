@@ -33,6 +33,9 @@ CREATE TABLE executions (
 )
 """
 
+# One row per job an in-transaction handler committed; the key refuses a second.
+LEDGER_DDL = "CREATE TABLE ledger (job_id bigint PRIMARY KEY, pid integer NOT NULL, note text)"
+
 
 def wait_until(predicate: Callable[[], object], what: str, timeout: float = WAIT_TIMEOUT) -> None:
     """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds."""
