@@ -87,6 +87,7 @@ SNAPSHOT_TABLES = {  # table -> its key, for a stable order
     "jobq._periodic": "name",
     "jobq._rate_start": "queue, started_at, n",
     "jobq._migration": "version",
+    "jobq._counter": "queue, bucket, completed, failed, dead",
 }
 
 

@@ -223,6 +223,8 @@ def start_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Po
 
 
 def test_a_worker_runs_a_handler_function_and_exits_0_on_sigterm(dsn: str, conn: Conn) -> None:
+    # History is opt-in since jobq 0.3.0: keep it to see the jobs completed.
+    conn.execute("SELECT jobq.configure_queue('q', retention => interval '1 day')")
     ids = [int(ok("enqueue", "q", json.dumps({"n": n}), "--dsn", dsn)) for n in range(5)]
     failing = int(ok("enqueue", "q", '{"fail": "on purpose"}', "--max-attempts", "1", "--dsn", dsn))
     elsewhere = int(ok("enqueue", "other", "{}", "--dsn", dsn))
@@ -242,6 +244,7 @@ def test_a_worker_runs_a_handler_function_and_exits_0_on_sigterm(dsn: str, conn:
 
 
 def test_a_worker_runs_a_configured_worker_instance(dsn: str, conn: Conn) -> None:
+    conn.execute("SELECT jobq.configure_queue(%s, retention => interval '1 day')", (INSTANCE_QUEUE,))
     ids = [int(ok("enqueue", INSTANCE_QUEUE, "{}", "--dsn", dsn)) for _ in range(3)]
     worker = start_worker("tests.cli_handlers:worker", env={"CLI_HANDLERS_DSN": dsn})
     try:

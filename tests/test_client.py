@@ -30,6 +30,8 @@ def status(conn: Conn, job_id: int) -> str:
 
 
 def test_enqueue_claim_complete_round_trip(conn: Conn) -> None:
+    # History is opt-in since jobq 0.3.0: keep a day of it to see the job completed.
+    conn.execute("SELECT jobq.configure_queue('emails', retention => interval '1 day')")
     job_id = pyqueue.enqueue(conn, "emails", {"to": "ada@example.com"}, priority=3, max_attempts=5, key="ada")
     jobs = pyqueue.claim(conn, "emails", 10, worker="w-1", lease=timedelta(seconds=30))
     assert [j.id for j in jobs] == [job_id]
@@ -47,6 +49,15 @@ def test_enqueue_claim_complete_round_trip(conn: Conn) -> None:
     # A second acknowledgement is fenced: reported, not applied.
     assert job.complete() is False
     assert pyqueue.claim(conn, "emails") == []
+    assert one(conn, "SELECT completed_total FROM jobq.stats WHERE queue = 'emails'") == 1, "counted once"
+
+
+def test_a_completed_job_leaves_no_history_by_default(conn: Conn) -> None:
+    job_id = pyqueue.enqueue(conn, "plain", {})
+    [job] = pyqueue.claim(conn, "plain")
+    assert job.complete() is True
+    assert one(conn, "SELECT count(*) FROM jobq.jobs WHERE id = %s", (job_id,)) == 0
+    assert one(conn, "SELECT completed_total FROM jobq.stats WHERE queue = 'plain'") == 1
 
 
 def test_claim_default_worker_name_and_queue_default_lease(conn: Conn) -> None:
@@ -216,6 +227,7 @@ def test_works_whatever_the_callers_row_factory(dsn: str) -> None:
 
 
 def test_with_job_completes_or_fails_with_the_traceback(conn: Conn) -> None:
+    conn.execute("SELECT jobq.configure_queue('q', retention => interval '1 day')")  # history is opt-in
     ok_id, bad_id = pyqueue.enqueue_many(conn, "q", [{"ok": True}, {"ok": False}])
     for job in pyqueue.claim(conn, "q", 2):
         with job:

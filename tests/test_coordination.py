@@ -143,6 +143,11 @@ def run_claimers(dsn: str, queue: str, total: int, *, work: Work, recorder: Reco
         finished.set()
 
 
+def keep_history(conn: Conn, queue: str) -> None:
+    """Completed jobs leave no history unless their queue keeps it (jobq 0.3.0): keep a day."""
+    conn.execute("SELECT jobq.configure_queue(%s, retention => interval '1 day')", (queue,))
+
+
 def completed_ids(conn: Conn, queue: str) -> list[int]:
     rows = conn.execute(
         "SELECT id FROM jobq._job_archive WHERE queue = %s AND status = 'completed' ORDER BY id", (queue,)
@@ -158,6 +163,7 @@ def job_json(conn: Conn, job_id: int) -> object:
 # (a) concurrency limit ---------------------------------------------------------------------------
 
 def test_concurrency_limit_is_never_exceeded_by_concurrent_claimers(conn: Conn, dsn: str) -> None:
+    keep_history(conn, "limited")
     limit, total = 3, 60
     conn.execute("SELECT jobq.configure_queue('limited', concurrency => %s)", (limit,))
     ids = enqueue_many(conn, "limited", total)
@@ -198,6 +204,7 @@ class Enqueued:
 
 
 def test_serial_groups_never_overlap_and_keep_order_with_racing_producers(conn: Conn, dsn: str) -> None:
+    keep_history(conn, "serial")
     groups = [f"customer-{g}" for g in range(6)]
     producers, per_group = 2, 4
     total = len(groups) * producers * per_group
@@ -322,6 +329,7 @@ def claim_ids(conn: Conn, queue: str, n: int = 10) -> list[int]:
 
 
 def test_worker_killed_after_its_claim_frees_its_slot_after_lease_and_reap(conn: Conn, dsn: str) -> None:
+    keep_history(conn, "slot")
     conn.execute("SELECT jobq.configure_queue('slot', concurrency => 1)")
     ids = enqueue_many(conn, "slot", 4)
     proc, held = spawn_holder(dsn, "committed", "slot", "2")  # lease: 2 seconds
@@ -385,6 +393,7 @@ class Boom(Exception):
 
 
 def test_take_commit_makes_the_job_done_together_with_the_business_row(invoices: Conn, dsn: str) -> None:
+    keep_history(invoices, "billing")
     job = enqueue(invoices, "billing", {"customer": "acme", "amount": 42})
     with psycopg.connect(dsn) as worker, worker.transaction():
         rows = worker.execute("SELECT id, payload, lease_token FROM jobq.take('billing', 1)").fetchall()
@@ -418,6 +427,7 @@ def test_take_rollback_puts_the_job_back_untouched_and_writes_nothing(invoices: 
 
 
 def test_concurrent_takes_process_each_job_exactly_once(invoices: Conn, dsn: str) -> None:
+    keep_history(invoices, "bulk")
     total = 150
     ids = enqueue_many(invoices, "bulk", total)
     threads = Threads()

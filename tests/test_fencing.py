@@ -90,6 +90,8 @@ def test_late_calls_of_an_expired_holder_change_nothing(
     conn: Conn, sessions: Callable[[], Conn], tmp_path: Path, after: str
 ) -> None:
     old, new = sessions(), sessions()
+    # History is opt-in (jobq 0.3.0): keep it to see the job completed.
+    conn.execute("SELECT jobq.configure_queue('fence', retention => interval '1 day')")
     job_id = scalar(conn, "SELECT jobq.enqueue('fence', %s)", (Jsonb({"n": 1}),))
     [(_, old_token)] = claim_all(old, "fence", 1, "old-holder")
     wait_for_expiry(conn, [job_id])
@@ -120,6 +122,7 @@ def test_an_expired_but_unreaped_lease_still_completes(conn: Conn, sessions: Cal
     """The fence is the lease token, not the clock: until someone reaps or
     cancels the job, its holder (late but alone) may still finish it."""
     holder = sessions()
+    conn.execute("SELECT jobq.configure_queue('fence', retention => interval '1 day')")  # history is opt-in
     job_id = scalar(conn, "SELECT jobq.enqueue('fence', '{}')")
     [(_, token)] = claim_all(holder, "fence", 1, "slow-holder")
     wait_for_expiry(conn, [job_id])
@@ -171,6 +174,8 @@ def test_a_reaper_racing_acknowledgements_never_resurrects_or_loses_a_job(
     started = time.monotonic()
     for round_no in range(rounds):
         queue = f"race{round_no}"
+        # History is opt-in (jobq 0.3.0): keep it, so every job is either live or archived.
+        conn.execute("SELECT jobq.configure_queue(%s, retention => interval '1 day')", (queue,))
         ids = [int(r[0]) for r in conn.execute(
             "SELECT jobq.enqueue_many(%s, array_agg(jsonb_build_object('i', i))) "
             "FROM generate_series(1, %s) AS i", (queue, RACE_JOBS)).fetchall()]

@@ -66,6 +66,11 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.claim(text[],integer,text,interval)":
         Call("SELECT count(*) FROM jobq.claim(ARRAY['priv'], 1)", WORK),
     "jobq.take(text,integer)": Call("SELECT count(*) FROM jobq.take('priv', 1)", WORK),
+    "jobq.hold(text,integer)": Call("SELECT count(*) FROM jobq.hold('priv', 1)", WORK),
+    "jobq.complete_held(bigint[])":
+        Call("SELECT jobq.complete_held(ARRAY(SELECT id FROM jobq.hold('priv', 1)))", WORK),
+    "jobq.fail_held(bigint,text,timestamp with time zone)":
+        Call("SELECT jobq.fail_held(h.id, 'error') FROM jobq.hold('priv', 1) AS h", WORK),
     "jobq.complete(bigint,uuid)": Call("SELECT jobq.complete(%(held)s, %(token)s)", WORK),
     "jobq.complete_many(bigint[],uuid[])":
         Call("SELECT jobq.complete_many(ARRAY[%(held)s]::bigint[], ARRAY[%(token)s]::uuid[])", WORK),
@@ -106,7 +111,7 @@ PRIVATE_HELPERS: dict[str, Call] = {
     "jobq._backoff_delay": Call("SELECT jobq._backoff_delay(1, '1 s', '1 h', 0.5, 0.5)", NOBODY),
 }
 
-TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration")
+TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration", "_counter")
 VIEWS = ("stats", "jobs", "queues", "schedules")
 
 

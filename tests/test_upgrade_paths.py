@@ -341,3 +341,63 @@ def test_an_upgrade_step_cannot_be_applied_twice(chain: Chain, new_db: Callable[
     assert raised.value.sqlstate == "JQ000"
     conn.execute("RESET search_path")
     assert database_state(conn) == before, "nothing changed"
+
+
+# 0.2.0 → 0.3.0 with jobs running across the upgrade ------------------------------------------------------
+
+CHAINS_FROM_0_2 = [chain for chain in CHAINS if chain.start == "0.2.0"]
+
+
+@pytest.mark.parametrize("chain", CHAINS_FROM_0_2, ids=str)
+@pytest.mark.parametrize("path", ["script", "extension"])
+def test_leases_granted_by_0_2_0_come_out_parked_and_still_finish(
+    chain: Chain, path: str, new_db: Callable[[str], Conn]
+) -> None:
+    # 0.3.0's claim index leaves out parked rows only: a running job from
+    # 0.2.0 must come out parked, or claims would step over it by status
+    # forever and a limited queue's parked count would miss it.
+    conn = new_db("live")
+    if path == "script":
+        install_by_script(conn, chain)
+    else:
+        install_extension(conn, chain)
+    conn.execute("SELECT jobq.configure_queue('lim', concurrency => 3)")
+    conn.execute("SELECT jobq.enqueue_many('plain', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 5)), "
+                 "max_attempts => 1)")
+    conn.execute("SELECT jobq.enqueue_many('lim', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 5)))")
+    lease = "SELECT id, lease_token FROM jobq.claim(%s, %s, 'old')"
+    plain = {int(r[0]): r[1] for r in conn.execute(lease, ("plain", 3))}
+    limited = {int(r[0]): r[1] for r in conn.execute(lease, ("lim", 2))}
+    assert len(plain) == 3 and len(limited) == 2
+    if path == "script":
+        upgrade_by_script(conn, chain)
+    else:
+        upgrade_extension(conn)
+    assert scalar(conn, "SELECT jobq.version()") == default_version()
+
+    rows = conn.execute(
+        "SELECT status, parked, count(*) FROM jobq._job GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+    assert [tuple(r) for r in rows] == [("ready", False, 5), ("running", True, 5)], (
+        "the 5 leases are parked, the 5 ready jobs are not"
+    )
+    assert scalar(conn, "SELECT count(*) FROM jobq.claim('lim', 10, 'new')") == 1, (
+        "the limited queue counts its 2 old leases: 1 slot of 3 left"
+    )
+    (p1, t1), (p2, t2), (p3, _) = sorted(plain.items())
+    assert scalar(conn, "SELECT jobq.complete(%s, %s)", (p1, t1)) is True, "an old lease completes"
+    assert scalar(conn, "SELECT jobq.fail(%s, 'after upgrade', %s)", (p2, t2)) is True, "an old lease fails"
+    assert scalar(conn, "SELECT status FROM jobq._job_archive WHERE id = %s", (p2,)) == "dead"
+    conn.execute("UPDATE jobq._job SET lease_expires_at = now() - interval '1 second' WHERE id = %s", (p3,))
+    assert scalar(conn, "SELECT jobq.reap()") == 1, "an old lease that expires is reaped"
+    assert scalar(conn, "SELECT status FROM jobq._job_archive WHERE id = %s", (p3,)) == "dead", (
+        "out of attempts (max_attempts 1): dead-lettered"
+    )
+    lim_ids = sorted(limited)
+    assert scalar(conn, "SELECT jobq.heartbeat(%s, %s)", (lim_ids[0], limited[lim_ids[0]])) is True
+    assert scalar(conn, "SELECT jobq.release(%s, %s)", (lim_ids[1], limited[lim_ids[1]])) is True
+    assert conn.execute("SELECT status, parked FROM jobq._job WHERE id = %s", (lim_ids[1],)).fetchone() == (
+        "ready", False), "a released old lease is un-parked"
+    totals = conn.execute(
+        "SELECT completed_total, failed_total, dead_total FROM jobq.stats WHERE queue = 'plain'").fetchone()
+    assert totals == (1, 2, 2), "finishing after the upgrade is counted (history before it is not)"
+    assert scalar(conn, "SELECT count(*) FROM jobq._job WHERE parked AND status <> 'running'") == 0
