@@ -308,8 +308,8 @@ SELECT has_index('jobq', '_job', '_job_parked_idx', ARRAY['queue'], 'parked inde
 SELECT is((SELECT pg_catalog.pg_get_expr(i.indpred, i.indrelid) FROM pg_catalog.pg_index AS i
            WHERE i.indexrelid = 'jobq._job_parked_idx'::regclass),
           'parked', 'the parked index holds parked rows only');
-SELECT ok((SELECT 'fillfactor=50' = ANY (c.reloptions) FROM pg_catalog.pg_class AS c WHERE c.oid = 'jobq._job'::regclass),
-          'jobq._job has fillfactor 50 (room on the page for the HOT row version)');
+SELECT ok((SELECT 'fillfactor=40' = ANY (c.reloptions) FROM pg_catalog.pg_class AS c WHERE c.oid = 'jobq._job'::regclass),
+          'jobq._job has fillfactor 40 (room on the page for the HOT row version)');
 SELECT col_not_null('jobq', '_job', 'parked', 'parked is NOT NULL');
 SELECT col_default_is('jobq', '_job', 'parked', 'false', 'a new job is not parked');
 SELECT throws_ok(

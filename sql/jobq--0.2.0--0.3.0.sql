@@ -1,7 +1,7 @@
 -- jobq 0.2.0 → 0.3.0: the fast path. One line per change:
 --   * claim leases with a HOT update: no index covers status or the lease columns (the lease index is
---     gone, the claim index now excludes only "parked" rows), and _job's fillfactor is 50 so the new
---     row version fits on its page
+--     gone, the claim index now excludes only "parked" rows), and _job's fillfactor is 40 so the new,
+--     larger row version of a lease fits on its page even when every row of the page is leased
 --   * a queue without pause, limits or serial-group jobs is claimed by one set-based statement
 --     (jobq._plain_leases decides); the others keep the full path (jobq._pick), which parks its leases
 --   * a lease that outlives its first heartbeat is parked (_job.parked): out of the claim index, so
@@ -50,8 +50,10 @@ ALTER TABLE jobq._job
     ADD CONSTRAINT job_parked_when_running CHECK (NOT parked OR status = 'running');
 COMMENT ON COLUMN jobq._job.parked IS
     'A running job kept out of the claim index (its lease outlived a heartbeat, or its queue has limits).';
--- Room on every page for the new row version of a claim: a HOT update.
-ALTER TABLE jobq._job SET (fillfactor = 50);
+-- Room on every page for the new row versions of a claim: a leased row is
+-- about 45 % larger than a ready one (lease token, expiry, worker, start),
+-- so a page whose every row gets leased needs 60 % of it free.
+ALTER TABLE jobq._job SET (fillfactor = 40);
 -- Leases granted by 0.2.0 are out of its claim index: they stay out.
 UPDATE jobq._job SET parked = true WHERE status = 'running';
 
@@ -252,6 +254,13 @@ BEGIN
     -- their queue's retention is over 0. Finishing a serial-group job or a job
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
     -- workers. Returns the ids that left the live table.
+    IF p_held THEN
+        -- Only jobs this transaction holds (or nobody does): a job another
+        -- transaction holds is skipped, never waited for.
+        p_ids := ARRAY(SELECT j.id FROM jobq._job AS j
+                       WHERE j.id = ANY (p_ids) AND j.status = 'ready'
+                       FOR UPDATE SKIP LOCKED);
+    END IF;
     IF p_status = 'completed' AND NOT jobq._history_kept() THEN
         -- The common case, lean: no history to write, so the rows are not copied.
         WITH gone AS (
@@ -832,8 +841,9 @@ DECLARE
     v_done integer;
 BEGIN
     -- Acknowledge success of jobs this transaction holds (jobq.hold): they
-    -- are done when it commits. Returns how many were still ready; leased,
-    -- finished and unknown ids are left alone.
+    -- are done when it commits. Returns how many it completed; leased,
+    -- finished and unknown ids, and jobs another transaction holds, are left
+    -- alone (never waited for).
     IF complete_held.ids IS NULL OR array_position(complete_held.ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids must be an array of job ids without NULL'
             USING ERRCODE = 'JQ010', HINT = 'Pass the ids of the jobs jobq.hold() returned.';
@@ -844,7 +854,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq.complete_held(bigint[]) IS
-    'Marks jobs held by this transaction done (on commit); returns how many were still ready.';
+    'Marks jobs held by this transaction done (on commit); returns how many; never waits for another holder.';
 
 CREATE FUNCTION jobq.fail_held(id bigint, error text, retry_at timestamptz DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER

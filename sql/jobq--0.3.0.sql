@@ -128,8 +128,10 @@ CREATE TABLE jobq._job (
     autovacuum_vacuum_insert_scale_factor = 0.05,
     autovacuum_analyze_scale_factor = 0.02,
     autovacuum_vacuum_cost_delay = 0,
-    -- Half of every page free: room for the new row version of a claim.
-    fillfactor = 50
+    -- Room on every page for the new row versions of a claim: a leased row is
+    -- about 45 % larger than a ready one (lease token, expiry, worker, start),
+    -- so a page whose every row gets leased needs 60 % of it free.
+    fillfactor = 40
 );
 COMMENT ON TABLE jobq._job IS 'Live jobs (ready, scheduled, running). Private: use the jobq functions and views.';
 COMMENT ON COLUMN jobq._job.parked IS
@@ -573,6 +575,13 @@ BEGIN
     -- their queue's retention is over 0. Finishing a serial-group job or a job
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
     -- workers. Returns the ids that left the live table.
+    IF p_held THEN
+        -- Only jobs this transaction holds (or nobody does): a job another
+        -- transaction holds is skipped, never waited for.
+        p_ids := ARRAY(SELECT j.id FROM jobq._job AS j
+                       WHERE j.id = ANY (p_ids) AND j.status = 'ready'
+                       FOR UPDATE SKIP LOCKED);
+    END IF;
     IF p_status = 'completed' AND NOT jobq._history_kept() THEN
         -- The common case, lean: no history to write, so the rows are not copied.
         WITH gone AS (
@@ -1320,8 +1329,9 @@ DECLARE
     v_done integer;
 BEGIN
     -- Acknowledge success of jobs this transaction holds (jobq.hold): they
-    -- are done when it commits. Returns how many were still ready; leased,
-    -- finished and unknown ids are left alone.
+    -- are done when it commits. Returns how many it completed; leased,
+    -- finished and unknown ids, and jobs another transaction holds, are left
+    -- alone (never waited for).
     IF complete_held.ids IS NULL OR array_position(complete_held.ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids must be an array of job ids without NULL'
             USING ERRCODE = 'JQ010', HINT = 'Pass the ids of the jobs jobq.hold() returned.';
@@ -1332,7 +1342,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq.complete_held(bigint[]) IS
-    'Marks jobs held by this transaction done (on commit); returns how many were still ready.';
+    'Marks jobs held by this transaction done (on commit); returns how many; never waits for another holder.';
 
 CREATE FUNCTION jobq.fail_held(id bigint, error text, retry_at timestamptz DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER

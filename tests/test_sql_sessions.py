@@ -93,12 +93,9 @@ def flush_stats(conn: Conn) -> None:
 
 
 def test_a_claim_of_a_plain_queue_is_a_hot_update_across_commits(conn: Conn, dsn: str) -> None:
-    # KNOWN FAILING against jobq 0.3.0 (reported to the SQL owner): with
-    # fillfactor 50 a leased row (lease token, expiry, worker, started_at) is
-    # larger than the ready row, so when every row of a page is leased — a
-    # pre-filled queue drained in order — only ~65-78 % of the new versions
-    # fit on their page (measured: 160 of 200 here). fillfactor 40 makes
-    # them all fit with short worker names.
+    # A leased row (lease token, expiry, worker, started_at) is larger than
+    # the ready row; when every row of a page is leased (a pre-filled queue
+    # drained in order), fillfactor 40 still leaves room for every new version.
     conn.execute("SELECT jobq.enqueue_many('hot', ARRAY(SELECT jsonb_build_object('i', g) "
                  "FROM generate_series(1, 300) AS g))")
     conn.execute("SELECT jobq.configure_queue('cold', concurrency => 1000)")
@@ -166,10 +163,9 @@ def test_a_holder_that_dies_leaves_its_jobs_untouched(conn: Conn, dsn: str) -> N
 
 
 def test_complete_held_of_a_job_another_session_holds_returns_0_at_once(conn: Conn, dsn: str) -> None:
-    # KNOWN FAILING against jobq 0.3.0 (reported to the SQL owner): complete_held
-    # waits for the other holder's row lock (lock_timeout 5 s, then 55P03), and
-    # if that holder rolls back meanwhile it deletes a job it never held.
-    # fail_held answers false at once (NOWAIT) for the same case.
+    # complete_held skips a job another transaction holds (it must not wait for
+    # that holder's row lock, nor delete the job once that holder rolls back),
+    # as fail_held answers false at once (NOWAIT) for the same case.
     [job] = [int(str(r[0])) for r in conn.execute("SELECT jobq.enqueue_many('hn', ARRAY['{}']::jsonb[])")]
     with psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
         assert [r[0] for r in a.execute("SELECT id FROM jobq.hold('hn', 1)").fetchall()] == [job]
