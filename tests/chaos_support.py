@@ -91,6 +91,12 @@ SNAPSHOT_TABLES = {  # table -> its key, for a stable order
 }
 
 
+def keep_history(conn: Conn, queue: str) -> None:
+    """Keep a day of completed jobs in the archive (history is opt-in since jobq 0.3.0):
+    the chaos suites count completed jobs there."""
+    conn.execute("SELECT jobq.configure_queue(%s, retention => interval '1 day')", (queue,))
+
+
 def snapshot(conn: Conn) -> dict[str, Any]:
     """The contents of every jobq table and the job id sequence."""
     state: dict[str, Any] = {}

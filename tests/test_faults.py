@@ -26,7 +26,7 @@ from psycopg.conninfo import make_conninfo
 import pyqueue
 from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, LISTEN_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from tests.chaos_fleet import Fleet, judge
-from tests.chaos_support import drop_login_role, elapsed, report, rng, scaled
+from tests.chaos_support import drop_login_role, elapsed, keep_history, report, rng, scaled
 from tests.worker_support import EXECUTIONS_DDL, InThread, backend_pids, scalar, wait_until
 
 Conn = psycopg.Connection[Any]
@@ -86,6 +86,7 @@ def test_workers_sigkilled_at_random_moments_lose_no_job(
 ) -> None:
     rand, seed = rng("worker-crashes")
     conn.execute(EXECUTIONS_DDL)
+    keep_history(conn, CRASH_QUEUE)
     total = scaled(CRASH_JOBS)
     started = time.monotonic()
     fleet = Fleet(dsn, fleet_logs, rand, *CRASH_OPTIONS)
@@ -188,6 +189,7 @@ def dead_tuples(conn: Conn) -> int:
 def run_jobs(dsn: str, conn: Conn, queue: str, total: int) -> float:
     """Enqueue ``total`` jobs in chunks while a Worker (4 threads) runs them;
     seconds until all completed."""
+    keep_history(conn, queue)
     seen: list[int] = []
     worker = pyqueue.Worker(dsn, concurrency=4, batch_size=20, poll_interval=0.5)
     worker.register(queue, lambda job: seen.append(job.id))

@@ -26,7 +26,7 @@ import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 import pyqueue
-from tests.chaos_support import PgBouncer, elapsed, pgbouncer, report, scaled
+from tests.chaos_support import PgBouncer, elapsed, keep_history, pgbouncer, report, scaled
 from tests.worker_support import InThread, scalar, wait_until
 
 Conn = psycopg.Connection[Any]
@@ -82,6 +82,7 @@ def test_producers_and_polling_workers_through_pgbouncer_transaction_pooling(
     conn: Conn, bouncer: PgBouncer, tmp_path: Path
 ) -> None:
     conn.execute("CREATE TABLE orders (producer int, n int)")
+    keep_history(conn, "bounced")
     total = PRODUCERS * scaled(JOBS_PER_PRODUCER)
     runs: Counter[int] = Counter()
     lock = threading.Lock()

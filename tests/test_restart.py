@@ -30,7 +30,16 @@ import pyqueue
 from pyqueue.defaults import LISTEN_APPLICATION_NAME
 from pyqueue.localserver import LocalServer, temporary_directory
 from tests.chaos_fleet import SHAPES, Fleet
-from tests.chaos_support import elapsed, free_port, install_script, report, rng, scale, server_user_kwargs
+from tests.chaos_support import (
+    elapsed,
+    free_port,
+    install_script,
+    keep_history,
+    report,
+    rng,
+    scale,
+    server_user_kwargs,
+)
 from tests.worker_support import EXECUTIONS_DDL, InThread, backend_pids, scalar, wait_until
 
 Conn = psycopg.Connection[Any]
@@ -148,6 +157,7 @@ def test_restarts_mid_load_lose_no_committed_job(server: LocalServer, tmp_path: 
     last_restart: datetime | None = None
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
+            keep_history(conn, QUEUE)
             fleet.start(len(SHAPES))
             wait_until(lambda: len(backend_pids(conn, LISTEN_APPLICATION_NAME)) == len(SHAPES) + 1,
                        "every worker listening")
