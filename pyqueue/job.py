@@ -104,9 +104,9 @@ class TakenJob:
 
 @dataclass(frozen=True)
 class TxJob(TakenJob):
-    """A job an in-transaction worker took (``in_transaction=True``): the
-    handler runs inside the transaction that removed the job, and ``conn`` is
-    that transaction's connection. Write through ``conn`` and the writes
+    """A job of an in-transaction queue (``in_transaction=True``, jobq 0.3):
+    the handler runs inside the transaction that holds the job, and ``conn``
+    is that transaction's connection. Write through ``conn`` and the writes
     commit together with the job's removal, or roll back with it when the
     handler raises (the job is then recorded as a failed attempt). Do not
     commit or roll back ``conn`` yourself; a nested ``conn.transaction()``
