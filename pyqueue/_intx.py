@@ -11,9 +11,10 @@ rolls everything back: the jobs are ready again, untouched, and nothing any
 handler wrote stays. There is no lease, so no heartbeat and no reaping. The
 handlers of a batch run one after the other on its connection.
 
-Round trips per batch of n jobs: BEGIN, hold, n + 1 savepoint commands
-(releasing one job's savepoint and opening the next one's is a single
-round trip), complete_held, COMMIT; plus one per failed job.
+Round trips per batch: BEGIN, hold, complete_held, COMMIT, plus one per job
+whose handler uses ``job.conn`` (its savepoint is opened then; releasing the
+previous one goes with it) and one per failed job. (The asyncio twin opens
+every job's savepoint before its handler: an attribute cannot await.)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from pyqueue import _queries as q
 from pyqueue._db import aclaimed_rows, ascalar, claimed_rows, scalar, undecodable
@@ -36,7 +38,7 @@ AsyncConnection = psycopg.AsyncConnection[Any]
 TxHandler = Callable[[TxJob], object]
 AsyncTxHandler = Callable[[AsyncTxJob], Awaitable[object]]
 
-ABORTED = "the handler returned normally but left its transaction aborted: "
+ABORTED = "the handler returned normally but left its transaction aborted (a database error it caught)"
 
 
 def _log_failure(job: TxJob | AsyncTxJob, exc: BaseException | None, error: str) -> None:
@@ -50,12 +52,23 @@ def _failed_statement(error: psycopg.Error) -> bool:
 
 
 class _Batch:
-    """The savepoint bookkeeping of one batch on a sync connection."""
+    """The savepoint bookkeeping of one batch on a sync connection. A job's
+    savepoint is opened the first time its handler asks for ``job.conn``,
+    so a handler that never touches the database costs no round trip; the
+    next job's first use releases it (one round trip for both), and COMMIT
+    releases the last one."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.open: TxJob | None = None  # the succeeded job whose savepoint is still open
-        self.done: list[int] = []  # jobs whose handler succeeded (savepoint released)
+        self.savepoint_of: TxJob | None = None  # the job whose savepoint is open
+        self.done: list[int] = []  # jobs whose handler succeeded
+
+    def use(self, job: TxJob) -> None:
+        """Open ``job``'s savepoint, releasing the previous job's."""
+        if self.savepoint_of is job:
+            return
+        self.conn.execute(q.SAVEPOINT if self.savepoint_of is None else q.NEXT_SAVEPOINT)
+        self.savepoint_of = job
 
     def fail(self, job: TxJob, error: str) -> None:
         with translate_errors():
@@ -65,41 +78,32 @@ class _Batch:
 
     def undo(self, job: TxJob, error: str) -> None:
         """Roll back ``job``'s writes to its savepoint and record its failure."""
-        self.conn.execute(q.UNDO_SAVEPOINT)
+        if self.savepoint_of is job:
+            self.conn.execute(q.UNDO_SAVEPOINT)
+            self.savepoint_of = None
+        elif self.conn.info.transaction_status == TransactionStatus.INERROR:
+            # Aborted by a write that did not go through job.conn: nothing
+            # smaller than the whole batch can be rolled back.
+            raise RuntimeError(f"job {job.id}: the batch's transaction was aborted outside the job's "
+                               "savepoint (write through job.conn); the whole batch rolls back")
         self.fail(job, error)
-
-    def settle(self, *, next_job: bool) -> None:
-        """Release the open savepoint (and open the next job's). A handler that
-        returned with the transaction aborted fails its job after all."""
-        done, self.open = self.open, None
-        if done is None:
-            if next_job:
-                self.conn.execute(q.SAVEPOINT)
-            return
-        try:
-            self.conn.execute(q.NEXT_SAVEPOINT if next_job else q.RELEASE_SAVEPOINT)
-            self.done.append(done.id)
-        except psycopg.Error as error:
-            if not _failed_statement(error):
-                raise
-            _log_failure(done, None, ABORTED + str(error))
-            self.undo(done, ABORTED + str(error))
-            if next_job:
-                self.conn.execute(q.SAVEPOINT)
 
     def run(self, job: TxJob, handler: TxHandler) -> None:
         if (problem := undecodable(job.payload)) is not None:
             logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
             self.fail(job, problem)
             return
-        self.settle(next_job=True)
         try:
             handler(job)
         except Exception as exc:
             _log_failure(job, exc, "")
             self.undo(job, q.format_error(exc))
             return
-        self.open = job
+        if self.conn.info.transaction_status == TransactionStatus.INERROR:
+            _log_failure(job, None, ABORTED)
+            self.undo(job, ABORTED)
+            return
+        self.done.append(job.id)
 
 
 def _check_completed(queue: str, done: list[int], completed: Any) -> None:
@@ -117,8 +121,8 @@ def run_batch(conn: Connection, queue: str, n: int, handler: TxHandler) -> int:
             rows = claimed_rows(conn, q.HOLD, (queue, n))
         batch = _Batch(conn)
         for row in rows:
-            batch.run(TxJob(**row, conn=conn), handler)
-        batch.settle(next_job=False)
+            job = TxJob(**row, _conn=conn, _use=batch.use)
+            batch.run(job, handler)
         if batch.done:
             with translate_errors():
                 _check_completed(queue, batch.done, scalar(conn, q.COMPLETE_HELD, (batch.done,)))
@@ -155,8 +159,8 @@ class _AsyncBatch:
         except psycopg.Error as error:
             if not _failed_statement(error):
                 raise
-            _log_failure(done, None, ABORTED + str(error))
-            await self.undo(done, ABORTED + str(error))
+            _log_failure(done, None, f"{ABORTED}: {error}")
+            await self.undo(done, f"{ABORTED}: {error}")
             if next_job:
                 await self.conn.execute(q.SAVEPOINT)
 

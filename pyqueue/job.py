@@ -110,9 +110,18 @@ class TxJob(TakenJob):
     commit together with the job's removal, or roll back with it when the
     handler raises (the job is then recorded as a failed attempt). Do not
     commit or roll back ``conn`` yourself; a nested ``conn.transaction()``
-    is fine. The job holds no lease and needs no acknowledgement."""
+    is fine. The job holds no lease and needs no acknowledgement. The job's
+    savepoint is opened the first time the handler asks for ``conn``: a
+    handler that never touches the database costs no round trip."""
 
-    conn: psycopg.Connection[Any] = field(compare=False, repr=False, kw_only=True)
+    _conn: psycopg.Connection[Any] = field(compare=False, repr=False, kw_only=True)
+    _use: Callable[[TxJob], None] = field(compare=False, repr=False, kw_only=True)
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The batch's transaction, inside this job's savepoint."""
+        self._use(self)
+        return self._conn
 
 
 @dataclass(frozen=True)

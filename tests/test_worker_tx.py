@@ -241,3 +241,32 @@ def test_sigterm_finishes_the_batch_and_exits_0(
     assert ledger_ids(ledger) == ids  # the whole batch ran and committed
     assert live(ledger, "work") == 0
     assert "worker exits normally" in worker.output()
+
+
+def test_a_handler_that_never_touches_the_database_needs_no_savepoint(ledger: Conn, dsn: str) -> None:
+    """A job's savepoint opens on its handler's first use of job.conn: handlers
+    that write and handlers that do not, failing or not, mixed in one batch."""
+    ids = pyqueue.enqueue_many(ledger, "m", [{"n": i, "write": i % 2 == 0, "fail": i % 3 == 0}
+                                             for i in range(12)])
+    conn_seen: list[bool] = []
+
+    def mixed(job: pyqueue.TxJob) -> None:
+        if job.payload["write"]:
+            job.conn.execute("INSERT INTO ledger (job_id, pid) VALUES (%s, 0)", (job.id,))
+            conn_seen.append(job.conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS)
+        if job.payload["fail"]:
+            raise RuntimeError(f"asked to fail job {job.id}")
+
+    stop = threading.Event()
+    runner = InThread(lambda: pyqueue.listen(dsn, "m", mixed, batch_size=20, poll_interval=IDLE_POLL,
+                                             stop=stop, handle_signals=False, in_transaction=True))
+    failed = [ids[i] for i in range(12) if i % 3 == 0]
+    wait_until(lambda: live(ledger, "m") == len(failed), "the good jobs left the queue")
+    stop.set()
+    runner.join()
+    writers = [ids[i] for i in range(12) if i % 2 == 0 and i % 3 != 0]
+    assert ledger_ids(ledger) == sorted(writers), "failed writers rolled back alone, good writers kept"
+    assert conn_seen == [True] * 6
+    rows = ledger.execute("SELECT id, attempts, last_error LIKE '%%asked to fail%%' FROM jobq._job "
+                          "WHERE queue = 'm' ORDER BY id").fetchall()
+    assert rows == [(i, 1, True) for i in failed], "each failure recorded once, writer or not"
