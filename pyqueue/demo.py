@@ -38,6 +38,7 @@ from pyqueue._table import stats_table
 from pyqueue.localserver import LocalServer, temporary_directory
 
 QUEUES = ("emails", "thumbnails", "invoices")
+HISTORY = 3600  # seconds the demo's completed jobs stay in jobq.jobs (history is opt-in)
 BACKOFF_BASE = 0.5  # seconds: first retry delay on the demo queues
 BACKOFF_CAP = 2.0  # seconds: longest retry delay on the demo queues
 BACKOFF_JITTER = 0.25  # fraction: delays are scaled by a random factor in [0.75, 1]
@@ -163,9 +164,12 @@ def make_handlers(profile: Profile) -> dict[str, Callable[[pyqueue.Job], None]]:
 # --- setting the scene ---------------------------------------------------------
 
 def configure_queues(conn: psycopg.Connection[Any]) -> None:
+    """Quick retries, and an hour of history: the story told at the end is
+    read from the completed jobs, which jobq keeps only when asked."""
     for queue in QUEUES:
         pyqueue.configure_queue(conn, queue, backoff_base=timedelta(seconds=BACKOFF_BASE),
-                                backoff_cap=timedelta(seconds=BACKOFF_CAP), backoff_jitter=BACKOFF_JITTER)
+                                backoff_cap=timedelta(seconds=BACKOFF_CAP), backoff_jitter=BACKOFF_JITTER,
+                                retention=timedelta(seconds=HISTORY))
 
 
 def enqueue_batch(conn: psycopg.Connection[Any], profile: Profile) -> Specials:
