@@ -1357,8 +1357,9 @@ BEGIN
     -- Record a failed attempt of a job this transaction holds (jobq.hold):
     -- it retries after backoff (or at retry_at), or goes to dead letter when
     -- its attempts are used up, as jobq.fail() does for a leased job. False
-    -- (and no change) when the job is not ready, or another transaction
-    -- holds it.
+    -- (and no change) when the job is not ready and due (hold took only
+    -- those; a job failed once already waits for its retry), or another
+    -- transaction holds it.
     IF fail_held.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL'
             USING ERRCODE = 'JQ010', HINT = 'Pass the id of a job jobq.hold() returned.';
@@ -1368,7 +1369,7 @@ BEGIN
     END IF;
     BEGIN
         SELECT * INTO v_job FROM jobq._job AS j
-        WHERE j.id = fail_held.id AND j.status = 'ready'
+        WHERE j.id = fail_held.id AND j.status = 'ready' AND j.run_at <= now()
         FOR UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
         RETURN false;
