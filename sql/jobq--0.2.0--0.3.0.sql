@@ -632,6 +632,87 @@ COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integ
     'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held).';
 
 
+CREATE FUNCTION jobq._claim(p_queues text[], p_n integer, p_worker text, p_lease interval)
+RETURNS SETOF jobq.job
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    v_plain record;
+    v_ids bigint[];
+    v_leases interval[];
+    v_now timestamptz;
+BEGIN
+    -- What both claim() overloads do once their arguments are checked:
+    -- lease up to p_n ready jobs across p_queues, most urgent first
+    -- (priority, run_at, id), each under its queue's lease unless given;
+    -- paused queues, concurrency and rate limits and serial groups honoured.
+    v_now := clock_timestamp();
+    v_plain := jobq._plain_leases(p_queues, p_lease);
+    IF v_plain.names IS NOT NULL THEN
+        -- Plain queues: one statement picks (an index scan per queue) and
+        -- leases. The lease writes no indexed column: a HOT update on the
+        -- row's own page; the row stays in the claim index, and claims skip
+        -- it by its status.
+        RETURN QUERY
+        WITH leased AS (
+            UPDATE jobq._job AS j
+            SET status = 'running',
+                attempts = j.attempts + 1,
+                lease_token = gen_random_uuid(),
+                lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],
+                worker = p_worker,
+                started_at = v_now
+            WHERE j.id = ANY (ARRAY(
+                SELECT c.id
+                FROM unnest(v_plain.names) AS q(name),
+                     LATERAL (SELECT p.id, p.priority, p.run_at
+                              FROM jobq._job AS p
+                              WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                                AND p.run_at <= now() AND p.group_key IS NULL
+                              ORDER BY p.priority, p.run_at, p.id
+                              LIMIT p_n
+                              FOR UPDATE SKIP LOCKED) AS c
+                ORDER BY c.priority, c.run_at, c.id
+                LIMIT p_n))
+            RETURNING j.*
+        )
+        SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+               l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key
+        FROM leased AS l
+        ORDER BY l.priority, l.run_at, l.id;
+        RETURN;
+    END IF;
+    -- Limits, pause or serial groups: jobq._pick counts and locks. These
+    -- leases are parked at once: limited queues count their running jobs by
+    -- the parked index.
+    SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
+    FROM jobq._pick(p_queues, p_n, p_lease, v_now) AS p;
+    RETURN QUERY
+    WITH leased AS (
+        UPDATE jobq._job AS j
+        SET status = 'running',
+            parked = true,
+            attempts = j.attempts + 1,
+            lease_token = gen_random_uuid(),
+            lease_expires_at = v_now + p.lease,
+            worker = p_worker,
+            started_at = v_now
+        FROM unnest(v_ids, v_leases) AS p(id, lease)
+        WHERE j.id = p.id
+        RETURNING j.*
+    )
+    SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+           l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key
+    FROM leased AS l
+    ORDER BY l.priority, l.run_at, l.id;
+END
+$$;
+COMMENT ON FUNCTION jobq._claim(text[], integer, text, interval) IS
+    'The claim itself (arguments already checked): fast path for plain queues, jobq._pick otherwise.';
+
 CREATE OR REPLACE FUNCTION jobq.claim(
     queue text,
     n integer DEFAULT 1,
@@ -646,8 +727,10 @@ BEGIN
     -- Lease up to n ready jobs of one queue: priority, then run_at, then id.
     IF NOT jobq._claim_args_ok(ARRAY[claim.queue], claim.n, claim.lease, claim.worker) THEN
         PERFORM jobq._check_queue(claim.queue, 'queue');
+        PERFORM jobq._check_worker(claim.worker);
+        PERFORM jobq._check_claim_args(ARRAY[claim.queue], claim.n, claim.lease);
     END IF;
-    RETURN QUERY SELECT * FROM jobq.claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
+    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
 END
 $$;
 
@@ -660,14 +743,7 @@ CREATE OR REPLACE FUNCTION jobq.claim(
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
-SET plan_cache_mode = force_generic_plan
-SET jit = off
 AS $$
-DECLARE
-    v_plain record;
-    v_ids bigint[];
-    v_leases interval[];
-    v_now timestamptz;
 BEGIN
     -- Lease up to n ready jobs across several queues, most urgent first
     -- (priority, run_at, id), each under its queue's lease unless given;
@@ -676,65 +752,7 @@ BEGIN
         PERFORM jobq._check_worker(claim.worker);
         PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
     END IF;
-    v_now := clock_timestamp();
-    v_plain := jobq._plain_leases(claim.queues, claim.lease);
-    IF v_plain.names IS NOT NULL THEN
-        -- Plain queues: one statement picks (an index scan per queue) and
-        -- leases. The lease writes no indexed column: a HOT update on the
-        -- row's own page; the row stays in the claim index, and claims skip
-        -- it by its status.
-        RETURN QUERY
-        WITH leased AS (
-            UPDATE jobq._job AS j
-            SET status = 'running',
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],
-                worker = claim.worker,
-                started_at = v_now
-            WHERE j.id = ANY (ARRAY(
-                SELECT c.id
-                FROM unnest(v_plain.names) AS q(name),
-                     LATERAL (SELECT p.id, p.priority, p.run_at
-                              FROM jobq._job AS p
-                              WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
-                                AND p.run_at <= now() AND p.group_key IS NULL
-                              ORDER BY p.priority, p.run_at, p.id
-                              LIMIT claim.n
-                              FOR UPDATE SKIP LOCKED) AS c
-                ORDER BY c.priority, c.run_at, c.id
-                LIMIT claim.n))
-            RETURNING j.*
-        )
-        SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
-               l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key
-        FROM leased AS l
-        ORDER BY l.priority, l.run_at, l.id;
-        RETURN;
-    END IF;
-    -- Limits, pause or serial groups: jobq._pick counts and locks. These
-    -- leases are parked at once: limited queues count their running jobs by
-    -- the parked index.
-    SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
-    FROM jobq._pick(claim.queues, claim.n, claim.lease, v_now) AS p;
-    RETURN QUERY
-    WITH leased AS (
-        UPDATE jobq._job AS j
-        SET status = 'running',
-            parked = true,
-            attempts = j.attempts + 1,
-            lease_token = gen_random_uuid(),
-            lease_expires_at = v_now + p.lease,
-            worker = claim.worker,
-            started_at = v_now
-        FROM unnest(v_ids, v_leases) AS p(id, lease)
-        WHERE j.id = p.id
-        RETURNING j.*
-    )
-    SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
-           l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key
-    FROM leased AS l
-    ORDER BY l.priority, l.run_at, l.id;
+    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
 END
 $$;
 
