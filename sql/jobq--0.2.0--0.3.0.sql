@@ -68,9 +68,10 @@ CREATE INDEX _job_claim_idx ON jobq._job (queue, priority, run_at, id)
 CREATE INDEX _job_parked_idx ON jobq._job (queue)
     WHERE parked;
 
--- Finished-job counters: one row per finishing statement and queue, folded
--- into one row per queue and minute by reap/prune (older than a day: one row
--- per queue at -infinity). Sums are totals.
+-- Finished-job counters: one row per finishing statement and queue, in the
+-- minute its transaction started (now()), folded into one row per queue and
+-- minute by reap/prune (older than a day: one row per queue at -infinity).
+-- Sums are totals.
 CREATE TABLE jobq._counter (
     queue      text NOT NULL,
     bucket     timestamptz NOT NULL,
@@ -278,7 +279,7 @@ BEGIN
             RETURN;
         END IF;
         INSERT INTO jobq._counter (queue, bucket, completed)
-        SELECT u.queue, date_trunc('minute', v_now), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
+        SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
         v_wake := v_wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
                                   WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
     ELSE
@@ -308,7 +309,7 @@ BEGIN
             WHERE p_status <> 'completed' OR s.retention > interval '0'
         ), counted AS (
             INSERT INTO jobq._counter (queue, bucket, completed, dead)
-            SELECT g.queue, date_trunc('minute', v_now),
+            SELECT g.queue, date_trunc('minute', now()),
                    count(*) FILTER (WHERE p_status = 'completed'), count(*) FILTER (WHERE p_status = 'dead')
             FROM gone AS g
             WHERE p_status IN ('completed', 'dead')
