@@ -2,7 +2,7 @@
 -- DEFINER only where intended, pinned search_path (and lock_timeout on the
 -- claim and worker functions) and a comment everywhere.
 BEGIN;
-SELECT plan(135);
+SELECT plan(136);
 
 -- objects ------------------------------------------------------------------
 SELECT has_schema('jobq', 'schema jobq exists');
@@ -264,12 +264,15 @@ SELECT is_empty(
       WHERE p.pronamespace = 'jobq'::regnamespace AND c LIKE 'lock\_timeout=%' AND c <> 'lock_timeout=5s'$$,
     'no jobq function pins another lock_timeout');
 SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq.claim(text[],integer,text,interval)'::regprocedure),
-          ARRAY['search_path=pg_catalog, pg_temp', 'lock_timeout=5s', 'plan_cache_mode=force_generic_plan', 'jit=off'],
-          'claim(text[]) pins exactly search_path, lock_timeout, generic plans and no JIT (no statement_timeout that a long claim could trip)');
+          ARRAY['search_path=pg_catalog, pg_temp', 'lock_timeout=5s'],
+          'claim(text[]) pins exactly search_path and lock_timeout (no statement_timeout that a long claim could trip)');
+SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq._claim(text[],integer,text,interval)'::regprocedure),
+          ARRAY['search_path=pg_catalog, pg_temp', 'plan_cache_mode=force_generic_plan', 'jit=off'],
+          'the claim itself (jobq._claim) pins search_path, generic plans and no JIT');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'plan_cache_mode=force_generic_plan'$$,
-    ARRAY['jobq.claim(text[],integer,text,interval)',
+    ARRAY['jobq._claim(text[],integer,text,interval)',
           'jobq.take(text,integer)',
           'jobq._plain_leases(text[],interval)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
@@ -279,7 +282,7 @@ SELECT set_eq(
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'jit=off'$$,
-    ARRAY['jobq.claim(text[],integer,text,interval)',
+    ARRAY['jobq._claim(text[],integer,text,interval)',
           'jobq.take(text,integer)',
           'jobq._plain_leases(text[],interval)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
