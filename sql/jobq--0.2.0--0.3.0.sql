@@ -4,14 +4,17 @@
 --     larger row version of a lease fits on its page even when every row of the page is leased
 --   * a queue without pause, limits or serial-group jobs is claimed by one set-based statement
 --     (jobq._plain_leases decides); the others keep the full path (jobq._pick), which parks its leases
---   * a lease that outlives its first heartbeat is parked (_job.parked): out of the claim index, so
---     claimers never step over long-running jobs
+--   * a lease that outlives its first heartbeat, or is held over 10 s when reap looks, is parked
+--     (_job.parked): out of the claim index, so claimers never step over long-running jobs
 --   * reap finds expired leases by scanning the live table (no lease index to keep up)
+--   * claim, take, hold, enqueue and enqueue_many test their arguments in one expression
+--     (_claim_args_ok, _enqueue_args_ok); the checks that name a bad argument run when it says no
+--   * complete_many and the other finishing calls copy no row when no queue keeps history
 --   * completed jobs leave no history unless the queue's retention says so (default retention 0);
 --     dead and cancelled jobs are always kept (until retried or past dead_retention)
 --   * per-queue counters (jobq._counter: completed, failed, dead per minute), one row per statement,
 --     folded by reap/prune; jobq.stats gains completed_total, failed_total, dead_total
---   * take() removes its jobs with one DELETE (no lease, no archive copy by default)
+--   * take() locks and deletes its jobs without writing them first (no lease, no archive copy by default)
 --   * hold() / complete_held() / fail_held(): in-transaction processing job by job — row locks
 --     instead of a lease, one acknowledgement per job, commit as the acknowledgement
 --   * NOTIFY comes from the inserting functions themselves (the transition-table trigger is gone):
