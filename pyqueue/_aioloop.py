@@ -23,7 +23,7 @@ from pyqueue import _queries as q
 from pyqueue._db import aclaimed_rows, ascalar, atuples, undecodable
 from pyqueue._loop import connection_kwargs, lost_connection
 from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
-from pyqueue.defaults import LISTEN_APPLICATION_NAME, REAP_BATCH
+from pyqueue.defaults import FOLLOWER_DELAY, LISTEN_APPLICATION_NAME, REAP_BATCH
 from pyqueue.errors import translate_errors
 from pyqueue.job import AsyncJob, JobRecord
 
@@ -203,6 +203,8 @@ class Consumer:
         self._reaps = Every(reap_interval)
         self._listen: AsyncConnection | None = None
         self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
+        self._responder = False  # holds its queues' first-responder lock (see wait)
+        self._responder_key = ",".join(sorted(self._queue_set))
         self._poked = asyncio.Event()
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
@@ -254,9 +256,24 @@ class Consumer:
             self._listen_warned = False
 
     async def _close_listen(self) -> None:
+        self._responder = False  # a session lock: gone with its connection
         if self._listen is not None:
             conn, self._listen = self._listen, None
             await conn.close()
+
+    async def _answer_for_duty(self, respond: bool) -> None:
+        """Take or give up the first-responder lock (see the sync twin)."""
+        if self._listen is None or respond == self._responder:
+            return
+        try:
+            if respond:
+                self._responder = bool(await ascalar(self._listen, q.RESPONDER_LOCK, (self._responder_key,)))
+            else:
+                await ascalar(self._listen, q.RESPONDER_UNLOCK, (self._responder_key,))
+                self._responder = False
+        except psycopg.OperationalError as error:
+            logger.warning("LISTEN connection lost: %s", str(error).strip())
+            await self._close_listen()
 
     async def _reset_if_lost(self, error: psycopg.Error) -> None:
         if lost_connection(error):
@@ -391,10 +408,13 @@ class Consumer:
             logger.warning("LISTEN connection lost: %s", str(error).strip())
             await self._close_listen()
 
-    async def wait(self, *, refresh: bool) -> bool:
+    async def wait(self, *, refresh: bool, respond: bool = True) -> bool:
         """Sleep until there may be work (True: a NOTIFY, the poll interval, the
         next scheduled run_at) or something else happens (False: poked,
-        stopped, a reap or a flush due); see the sync twin."""
+        stopped, a reap or a flush due); a worker woken by a NOTIFY that is
+        not its queues' first responder waits FOLLOWER_DELAY more; see the
+        sync twin."""
+        await self._answer_for_duty(respond)
         if refresh:
             next_in = await self._next_run_in()
             self._next_due = math.inf if next_in is None else time.monotonic() + next_in
@@ -419,6 +439,8 @@ class Consumer:
                     task.cancel()
                 await asyncio.gather(*waiters, return_exceptions=True)
         if notified:
+            if not self._responder:
+                await self._sleep(FOLLOWER_DELAY)
             return True
         if time.monotonic() >= work_at:
             if work_at == self._next_due:

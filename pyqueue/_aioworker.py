@@ -245,7 +245,7 @@ class AsyncWorker:
             if (want and len(leased) <= threshold) or self._batch_startable():
                 continue
             refresh, self._tx_empty = refresh or self._tx_empty, False
-            if await consumer.wait(refresh=refresh):
+            if await consumer.wait(refresh=refresh, respond=len(leased) <= threshold):
                 want = leasing
                 self._tx_wanted = dict.fromkeys(self._tx_wanted, True)
             refresh = False

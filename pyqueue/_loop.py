@@ -27,6 +27,7 @@ from pyqueue._db import claimed_rows, scalar, tuples, undecodable
 from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue.defaults import (
     CONNECT_TIMEOUT,
+    FOLLOWER_DELAY,
     LISTEN_APPLICATION_NAME,
     REAP_BATCH,
     STOP_CHECK_INTERVAL,
@@ -374,6 +375,8 @@ class Consumer:
         self._reaps = Every(reap_interval)
         self._listen: Connection | None = None
         self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
+        self._responder = False  # holds its queues' first-responder lock (see wait)
+        self._responder_key = ",".join(sorted(self._queue_set))
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
 
@@ -416,9 +419,26 @@ class Consumer:
             self._listen_warned = False
 
     def _close_listen(self) -> None:
+        self._responder = False  # a session lock: gone with its connection
         if self._listen is not None:
             self._listen.close()
             self._listen = None
+
+    def _answer_for_duty(self, respond: bool) -> None:
+        """Take the first-responder lock of our queues when this worker would
+        claim at once (``respond``), give it up when it would not (it is at
+        capacity), so that the worker holding it is one that has room."""
+        if self._listen is None or respond == self._responder:
+            return
+        try:
+            if respond:
+                self._responder = bool(scalar(self._listen, q.RESPONDER_LOCK, (self._responder_key,)))
+            else:
+                scalar(self._listen, q.RESPONDER_UNLOCK, (self._responder_key,))
+                self._responder = False
+        except psycopg.OperationalError as error:
+            logger.warning("LISTEN connection lost: %s", str(error).strip())
+            self._close_listen()
 
     def _reset_if_lost(self, error: psycopg.Error) -> None:
         if lost_connection(error):
@@ -569,7 +589,7 @@ class Consumer:
             return True
         return any(note.payload in self._queue_set for note in notes)
 
-    def wait(self, *, refresh: bool) -> bool:
+    def wait(self, *, refresh: bool, respond: bool = True) -> bool:
         """Sleep until there may be work, or until something else is due.
 
         True when there may be work: a NOTIFY for one of our queues, the poll
@@ -579,7 +599,15 @@ class Consumer:
         empty) asks the database for the next scheduled run_at first; otherwise
         the one last asked for stands (any change to the queue NOTIFYs, and an
         empty claim follows it).
+
+        Every idle worker of a queue is woken by its NOTIFY. The one holding
+        the queues' first-responder lock returns at once; the others
+        FOLLOWER_DELAY later, so that one job does not have every idle worker
+        claim at the same moment (on a small machine the winner would wait
+        behind the others' empty claims). ``respond``: this worker would
+        claim at once (it has room); only such a worker takes the lock.
         """
+        self._answer_for_duty(respond)
         if refresh:
             next_in = self._next_run_in()
             self._next_due = math.inf if next_in is None else time.monotonic() + next_in
@@ -588,6 +616,8 @@ class Consumer:
                                                        self.acks.seconds_until_due()))
         while not self.wakeup.stopped:
             if self._drain_notifications():
+                if not self._responder:
+                    self.wakeup.wait(FOLLOWER_DELAY)
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self.wakeup.wait(remaining, self._listen_fds()):

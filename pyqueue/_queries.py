@@ -69,6 +69,11 @@ REAP = "SELECT jobq.reap(%s::integer)"
 # measured on the database clock.
 NEXT_RUN_IN = "SELECT extract(epoch FROM jobq.next_run_at(%s::text[]) - clock_timestamp())::float8"
 LISTEN = f"LISTEN {CHANNEL}"
+# The first responder: of the idle workers LISTENing for the same queues, the
+# one holding this session-level advisory lock (on its LISTEN connection)
+# claims at once when a NOTIFY comes; the others wait FOLLOWER_DELAY first.
+RESPONDER_LOCK = "SELECT pg_try_advisory_lock(1785684596, hashtext(%s::text))"
+RESPONDER_UNLOCK = "SELECT pg_advisory_unlock(1785684596, hashtext(%s::text))"
 
 RETRY = "SELECT jobq.retry(%s::bigint)"
 RETRY_DEAD = "SELECT jobq.retry_dead(%s::text)"

@@ -5,6 +5,9 @@ from __future__ import annotations
 BATCH_SIZE = 10  # jobs claimed per round trip
 CONCURRENCY = 4  # handler threads (or tasks) per Worker
 POLL_INTERVAL = 5.0  # seconds an idle worker waits when no NOTIFY arrives
+# seconds a woken idle worker waits before claiming unless it is its queues'
+# first responder: one job must not set every idle worker claiming at once
+FOLLOWER_DELAY = 0.05
 REAP_INTERVAL = 30.0  # seconds between a worker's opportunistic jobq.reap() calls
 REAP_BATCH = 10000  # jobs one jobq.reap() call may return to the queue
 HEARTBEAT_FRACTION = 1 / 3  # of a job's lease: heartbeat a held job this often

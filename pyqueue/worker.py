@@ -235,7 +235,7 @@ class Worker:
                 continue
             with self._lock:
                 refresh, self._tx_empty = refresh or self._tx_empty, False
-            if consumer.wait(refresh=refresh):
+            if consumer.wait(refresh=refresh, respond=self._held <= threshold):
                 want = leased
                 with self._lock:
                     self._tx_wanted = dict.fromkeys(self._tx_wanted, True)

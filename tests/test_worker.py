@@ -175,6 +175,46 @@ def test_an_idle_worker_wakes_on_notify(
     assert job_status(conn, job_id) == "completed"
 
 
+RESPONDER_LOCKS = """
+SELECT l.pid FROM pg_locks AS l
+WHERE l.locktype = 'advisory' AND l.classid = 1785684596 AND l.objid::bigint = (hashtext(%s) & 4294967295)
+  AND l.granted
+"""
+
+
+def responders(conn: Conn, queues: str) -> list[int]:
+    return [int(str(r[0])) for r in conn.execute(RESPONDER_LOCKS, (queues,)).fetchall()]
+
+
+def test_one_idle_worker_of_a_queue_is_its_first_responder(
+    conn: Conn, dsn: str, stop: threading.Event
+) -> None:
+    """Of the idle workers LISTENing for the same queues, exactly one holds the
+    first-responder lock (the others claim FOLLOWER_DELAY after a NOTIFY);
+    when it goes away, another idle worker takes the duty over."""
+    recorder = Recorder()
+    others = threading.Event()
+    first = listen_in_thread(dsn, ["fr", "fr2"], recorder, stop, poll_interval=IDLE_POLL, reap_interval=None)
+    wait_until(lambda: len(responders(conn, "fr,fr2")) == 1, "the first worker takes the duty")
+    holder = responders(conn, "fr,fr2")
+    more = [listen_in_thread(dsn, ["fr2", "fr"], recorder, others, poll_interval=IDLE_POLL,
+                             reap_interval=None) for _ in range(2)]
+    time.sleep(1.0)
+    assert responders(conn, "fr,fr2") == holder, "one responder per queue set, whatever the order given"
+    job_id = pyqueue.enqueue(conn, "fr", {})
+    wait_until(lambda: job_id in recorder.ids(), "the notified job", timeout=PICKUP_LIMIT)
+    stop.set()
+    first.join()
+    later = pyqueue.enqueue(conn, "fr2", {})
+    wait_until(lambda: later in recorder.ids(), "a follower picks the next job", timeout=PICKUP_LIMIT)
+    wait_until(lambda: len(responders(conn, "fr,fr2")) == 1, "a follower took the duty over")
+    assert responders(conn, "fr,fr2") != holder
+    others.set()
+    for worker in more:
+        worker.join()
+    assert responders(conn, "fr,fr2") == [], "the lock goes with the worker"
+
+
 def test_a_scheduled_job_is_picked_up_when_due_not_before(
     conn: Conn, dsn: str, stop: threading.Event
 ) -> None:
