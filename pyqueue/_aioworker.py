@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,6 +26,7 @@ from pyqueue.defaults import (
     HEARTBEAT_APPLICATION_NAME,
     POLL_INTERVAL,
     REAP_INTERVAL,
+    TX_PARALLEL_AFTER,
     WORKER_APPLICATION_NAME,
 )
 from pyqueue.job import AsyncJob
@@ -286,6 +288,7 @@ class AsyncWorker:
         try:
             async with slots:
                 while not self._stop.is_set():
+                    started = time.monotonic()
                     async with conn.connection() as aconn:
                         taken = await arun_batch(aconn, queue, self.batch_size, handler)
                     if self._tx_backoff.failures:
@@ -294,8 +297,9 @@ class AsyncWorker:
                     if taken < self.batch_size:
                         self._tx_empty = self._tx_empty or taken == 0
                         return
-                    self._tx_wanted[queue] = True  # a full batch: one more in parallel may help
-                    consumer.poke()
+                    if time.monotonic() - started >= TX_PARALLEL_AFTER:
+                        self._tx_wanted[queue] = True  # a full, slow batch: one more in parallel helps
+                        consumer.poke()
         except psycopg.OperationalError as error:
             delay = self._tx_backoff.next_delay()
             logger.warning("batch of queue %r failed (%s); the jobs are back; trying again in %.1f s",

@@ -8,6 +8,10 @@ POLL_INTERVAL = 5.0  # seconds an idle worker waits when no NOTIFY arrives
 # seconds a woken idle worker waits before claiming unless it is its queues'
 # first responder: one job must not set every idle worker claiming at once
 FOLLOWER_DELAY = 0.05
+# seconds: an in-transaction batch that comes back full and took at least this
+# long (slow handlers) starts one more batch in parallel; quicker ones run one
+# after the other (parallel holders would only skip each other's locked rows)
+TX_PARALLEL_AFTER = 0.1
 REAP_INTERVAL = 30.0  # seconds between a worker's opportunistic jobq.reap() calls
 REAP_BATCH = 10000  # jobs one jobq.reap() call may return to the queue
 HEARTBEAT_FRACTION = 1 / 3  # of a job's lease: heartbeat a held job this often

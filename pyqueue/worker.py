@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
@@ -35,6 +36,7 @@ from pyqueue.defaults import (
     CONCURRENCY,
     POLL_INTERVAL,
     REAP_INTERVAL,
+    TX_PARALLEL_AFTER,
     WORKER_APPLICATION_NAME,
 )
 from pyqueue.job import Job, TxJob
@@ -280,6 +282,7 @@ class Worker:
         handler = self._tx_handlers[queue]
         try:
             while not self._wakeup.stopped:
+                started = time.monotonic()
                 with pool.connection() as conn:
                     taken = run_batch(conn, queue, self.batch_size, handler)
                 if self._tx_backoff.failures:
@@ -290,9 +293,10 @@ class Worker:
                         with self._lock:
                             self._tx_empty = True
                     return
-                with self._lock:
-                    self._tx_wanted[queue] = True  # a full batch: one more in parallel may help
-                self._wakeup.poke()
+                if time.monotonic() - started >= TX_PARALLEL_AFTER:
+                    with self._lock:
+                        self._tx_wanted[queue] = True  # a full, slow batch: one more in parallel helps
+                    self._wakeup.poke()
         except psycopg.OperationalError as error:
             delay = self._tx_backoff.next_delay()
             logger.warning("batch of queue %r failed (%s); the jobs are back; trying again in %.1f s",
