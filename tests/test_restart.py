@@ -27,6 +27,7 @@ import psycopg
 import pytest
 
 import pyqueue
+from pyqueue import _queries as q
 from pyqueue.defaults import LISTEN_APPLICATION_NAME
 from pyqueue.localserver import LocalServer, temporary_directory
 from tests.chaos_fleet import SHAPES, Fleet
@@ -231,5 +232,9 @@ def test_restarts_mid_load_lose_no_committed_job(server: LocalServer, tmp_path: 
     assert lost == []
     assert unexpected == []
     assert other == 0  # nothing died or was cancelled on the way
-    assert sorted(listening) == [(True, "LISTEN jobq")] * (len(SHAPES) + 1)
+    # Opened after the last restart; its last statement is the LISTEN or the
+    # first-responder lock the worker takes on that connection.
+    listen_statements = {q.LISTEN, *(s.replace("%s", "$1") for s in (q.RESPONDER_LOCK, q.RESPONDER_UNLOCK))}
+    assert [fresh for fresh, _ in listening] == [True] * (len(SHAPES) + 1)
+    assert {statement for _, statement in listening} <= listen_statements, listening
     assert unclean == [], f"workers that did not exit 0 on SIGTERM: {unclean}"
