@@ -17,30 +17,49 @@ own (``pyqueue._queries``, ``pyqueue._state``); only the I/O differs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import AsyncGenerator, Coroutine, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal, overload
-from uuid import UUID
 
 import psycopg
 
 from pyqueue import _queries as q
+from pyqueue._aioclient import (
+    cancel,
+    cancel_jobs,
+    claim,
+    complete,
+    complete_many,
+    configure_queue,
+    discard_dead,
+    enqueue,
+    enqueue_many,
+    every,
+    fail,
+    heartbeat,
+    pause,
+    reap,
+    release,
+    resume,
+    retry,
+    retry_dead,
+    schedules,
+    snooze,
+    stats,
+    take,
+    unschedule,
+)
 from pyqueue._aioloop import stop_on_signals
 from pyqueue._aioworker import AsyncHandler, AsyncWorker, Settings, listen_in_transaction
-from pyqueue._db import aclaimed_rows, adicts, ascalar, atuples, undecodable
 from pyqueue._intx import AsyncTxHandler
-from pyqueue.client import QueueStats
 from pyqueue.defaults import (
     BATCH_SIZE,
     POLL_INTERVAL,
-    REAP_BATCH,
     REAP_INTERVAL,
 )
-from pyqueue.errors import translate_errors
-from pyqueue.job import AsyncJob, AsyncTxJob, TakenJob
+from pyqueue.job import AsyncJob, AsyncTxJob
 from pyqueue.worker import check_settings, queue_list
 
 __all__ = [
@@ -50,143 +69,33 @@ __all__ = [
     "AsyncTxHandler",
     "AsyncTxJob",
     "AsyncWorker",
+    "cancel",
+    "cancel_jobs",
     "claim",
     "complete",
     "complete_many",
+    "configure_queue",
+    "discard_dead",
     "enqueue",
     "enqueue_many",
+    "every",
     "fail",
     "heartbeat",
     "listen",
+    "pause",
     "reap",
     "release",
+    "resume",
+    "retry",
+    "retry_dead",
+    "schedules",
+    "snooze",
     "stats",
     "take",
+    "unschedule",
 ]
 
 AsyncConnection = psycopg.AsyncConnection[Any]
-
-
-# --- client calls -------------------------------------------------------------
-
-@contextlib.asynccontextmanager
-async def take(conn: AsyncConnection, queue: str, n: int = 1) -> AsyncIterator[list[TakenJob]]:
-    """The asyncio twin of :func:`pyqueue.take`: up to ``n`` jobs removed inside
-    a transaction on ``conn``, done on commit (normal exit), back untouched on
-    rollback (exception)."""
-    async with conn.transaction():
-        with translate_errors():
-            rows = await atuples(conn, q.TAKE, (queue, n))
-        yield [TakenJob(*row) for row in rows]
-
-
-async def enqueue(
-    conn: AsyncConnection,
-    queue: str,
-    payload: Mapping[str, Any],
-    *,
-    delay: timedelta | float | None = None,
-    run_at: datetime | None = None,
-    priority: int = 0,
-    max_attempts: int | None = None,
-    key: str | None = None,
-    group_key: str | None = None,
-) -> int:
-    """Add a job in the caller's transaction; its id (see :func:`pyqueue.enqueue`)."""
-    query, params = q.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
-                                    max_attempts=max_attempts, key=key, group_key=group_key)
-    with translate_errors():
-        return int(await ascalar(conn, query, params))
-
-
-async def enqueue_many(
-    conn: AsyncConnection,
-    queue: str,
-    payloads: Sequence[Mapping[str, Any]],
-    *,
-    delay: timedelta | float | None = None,
-    run_at: datetime | None = None,
-    priority: int = 0,
-    max_attempts: int | None = None,
-    keys: Sequence[str | None] | None = None,
-    group_key: str | None = None,
-) -> list[int]:
-    """Add one job per payload in one statement (see :func:`pyqueue.enqueue_many`)."""
-    query, params = q.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
-                                         max_attempts=max_attempts, keys=keys, group_key=group_key)
-    with translate_errors():
-        return [int(row[0]) for row in await atuples(conn, query, params)]
-
-
-async def claim(
-    conn: AsyncConnection,
-    queue: str | Sequence[str],
-    n: int = 1,
-    *,
-    worker: str | None = None,
-    lease: timedelta | None = None,
-) -> list[AsyncJob]:
-    """Lease up to ``n`` ready jobs (see :func:`pyqueue.claim`); their methods use ``conn``."""
-    query, params = q.claim_query(queue, n, worker, lease)
-    with translate_errors():
-        rows = await aclaimed_rows(conn, query, params)
-
-    @contextlib.asynccontextmanager
-    async def same_connection() -> AsyncIterator[AsyncConnection]:
-        yield conn
-
-    jobs = [AsyncJob._claimed(q.split_claimed_row(row), same_connection) for row in rows]
-    for job in jobs:
-        if (error := undecodable(job.payload)) is not None:
-            await job.fail(error)
-    return [job for job in jobs if undecodable(job.payload) is None]
-
-
-async def complete(conn: AsyncConnection, job_id: int, lease_token: UUID) -> bool:
-    with translate_errors():
-        return bool(await ascalar(conn, q.COMPLETE, (job_id, lease_token)))
-
-
-async def complete_many(conn: AsyncConnection, jobs: Sequence[AsyncJob]) -> int:
-    if not jobs:
-        return 0
-    ids, tokens = q.ids_and_tokens([(job.id, job.lease_token) for job in jobs])
-    with translate_errors():
-        done = int(await ascalar(conn, q.COMPLETE_MANY, (ids, tokens)))
-    for job in jobs:
-        job._mark_acknowledged()
-    return done
-
-
-async def fail(
-    conn: AsyncConnection, job_id: int, lease_token: UUID, error: str, *, retry_at: datetime | None = None
-) -> bool:
-    retry = q.schedule_params(None, retry_at)["run_at"]
-    with translate_errors():
-        return bool(await ascalar(conn, q.FAIL, (job_id, error, lease_token, retry)))
-
-
-async def heartbeat(
-    conn: AsyncConnection, job_id: int, lease_token: UUID, extend: timedelta | None = None
-) -> bool:
-    with translate_errors():
-        return bool(await ascalar(conn, q.HEARTBEAT, (job_id, lease_token, extend)))
-
-
-async def release(conn: AsyncConnection, job_id: int, lease_token: UUID) -> bool:
-    with translate_errors():
-        return bool(await ascalar(conn, q.RELEASE, (job_id, lease_token)))
-
-
-async def reap(conn: AsyncConnection, n: int = REAP_BATCH) -> int:
-    with translate_errors():
-        return int(await ascalar(conn, q.REAP, (n,)))
-
-
-async def stats(conn: AsyncConnection) -> list[QueueStats]:
-    with translate_errors():
-        rows = await adicts(conn, q.STATS)
-    return [QueueStats(**row) for row in rows]
 
 
 # --- workers ---------------------------------------------------------------------

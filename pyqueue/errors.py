@@ -17,6 +17,7 @@ from psycopg.errors import Diagnostic
 
 __all__ = [
     "ERRORS_BY_SQLSTATE",
+    "InvalidArgument",
     "InvalidBatchSize",
     "InvalidInterval",
     "InvalidJobKey",
@@ -44,7 +45,9 @@ class JobqError(Exception):
 
     ``sqlstate`` is the ``JQ…`` code, ``message`` the server's primary
     message (it names the offending argument), ``hint`` how to fix it,
-    ``diag`` the full psycopg diagnostic when the error came from the server.
+    ``diag`` the full psycopg diagnostic when the error came from the server
+    (None when pyqueue refused the argument before sending anything: it
+    raises the class whose SQLSTATE the server would have used).
     """
 
     SQLSTATE: ClassVar[str] = "JQ000"  # subclasses name their own
@@ -74,73 +77,86 @@ class JobqError(Exception):
         return text
 
 
-class InvalidQueueName(JobqError):
+class InvalidArgument(JobqError, ValueError):
+    """JQ017: an argument is NULL or not one of its allowed values (jobq 0.4).
+
+    Also the base of every error about a bad argument (JQ001-JQ012, JQ016),
+    so all of them are ValueErrors too: ``except pyqueue.InvalidArgument``
+    catches any refused input, whether the database or pyqueue's own checks
+    (values Python cannot send faithfully: NaN, NUL characters, integers out
+    of the SQL type's range, ...) refused it.
+    """
+
+    SQLSTATE = "JQ017"
+
+
+class InvalidQueueName(InvalidArgument):
     """JQ001: a queue name is NULL, empty, too long or badly spelled."""
 
     SQLSTATE = "JQ001"
 
 
-class InvalidPayload(JobqError):
+class InvalidPayload(InvalidArgument):
     """JQ002: a payload is NULL or not a JSON object."""
 
     SQLSTATE = "JQ002"
 
 
-class PayloadTooLarge(JobqError):
+class PayloadTooLarge(InvalidArgument):
     """JQ003: a payload is over its queue's max_payload_bytes."""
 
     SQLSTATE = "JQ003"
 
 
-class InvalidPriority(JobqError):
+class InvalidPriority(InvalidArgument):
     """JQ004: a priority is outside -32768..32767."""
 
     SQLSTATE = "JQ004"
 
 
-class InvalidMaxAttempts(JobqError):
+class InvalidMaxAttempts(InvalidArgument):
     """JQ005: max_attempts is outside 1..1000."""
 
     SQLSTATE = "JQ005"
 
 
-class InvalidTime(JobqError):
+class InvalidTime(InvalidArgument):
     """JQ006: a time (run_at, retry_at) is NULL, infinite or absurdly far."""
 
     SQLSTATE = "JQ006"
 
 
-class InvalidBatchSize(JobqError):
+class InvalidBatchSize(InvalidArgument):
     """JQ007: a batch size (n) is NULL, negative or over its cap."""
 
     SQLSTATE = "JQ007"
 
 
-class InvalidInterval(JobqError):
+class InvalidInterval(InvalidArgument):
     """JQ008: a lease or heartbeat interval is out of range."""
 
     SQLSTATE = "JQ008"
 
 
-class InvalidJobKey(JobqError):
+class InvalidJobKey(InvalidArgument):
     """JQ009: a job key is empty, too long, or keys and payloads differ in number."""
 
     SQLSTATE = "JQ009"
 
 
-class MissingLease(JobqError):
+class MissingLease(InvalidArgument):
     """JQ010: a job id or its lease token is missing."""
 
     SQLSTATE = "JQ010"
 
 
-class InvalidWorkerName(JobqError):
+class InvalidWorkerName(InvalidArgument):
     """JQ011: a worker name is too long."""
 
     SQLSTATE = "JQ011"
 
 
-class InvalidSetting(JobqError):
+class InvalidSetting(InvalidArgument):
     """JQ012: a queue setting (or maintenance schedule) is out of range."""
 
     SQLSTATE = "JQ012"
@@ -164,7 +180,7 @@ class NotReadCommitted(JobqError):
     SQLSTATE = "JQ015"
 
 
-class InvalidPeriodicName(JobqError):
+class InvalidPeriodicName(InvalidArgument):
     """JQ016: a periodic job name is invalid or unknown (jobq 0.2)."""
 
     SQLSTATE = "JQ016"
@@ -189,6 +205,7 @@ ERRORS_BY_SQLSTATE: dict[str, type[JobqError]] = {
         PgCronMissing,
         NotReadCommitted,
         InvalidPeriodicName,
+        InvalidArgument,
     )
 }
 

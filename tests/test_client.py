@@ -377,12 +377,20 @@ BAD_CALLS: dict[str, tuple[type[errors.JobqError], Callable[[Conn], Callable[[],
     "JQ014": (errors.PgCronMissing, lambda c: _raw(c, "SELECT * FROM jobq.schedule_maintenance()")),
     "JQ015": (errors.NotReadCommitted, _claim_in_repeatable_read),
     "JQ016": (errors.InvalidPeriodicName, lambda c: _raw(c, "SELECT jobq.enqueue_periodic('no spaces')")),
+    "JQ017": (errors.InvalidArgument, lambda c: _raw(c, "SELECT jobq.cancel_jobs('q', 'nonsense')")),
 }
+SINCE = {"JQ017": (0, 4)}  # SQLSTATEs that older jobq versions cannot raise
+
+
+def jobq_version(conn: Conn) -> tuple[int, ...]:
+    return tuple(int(part) for part in str(one(conn, "SELECT jobq.version()")).split(".")[:2])
 
 
 @pytest.mark.parametrize("sqlstate", sorted(BAD_CALLS))
 def test_bad_input_raises_its_typed_error_and_changes_nothing(conn: Conn, sqlstate: str) -> None:
     cls, setup = BAD_CALLS[sqlstate]
+    if jobq_version(conn) < SINCE.get(sqlstate, (0, 0)):
+        pytest.skip(f"{sqlstate} arrives with jobq {'.'.join(map(str, SINCE[sqlstate]))}")
     call = setup(conn)
     before = one(conn, "SELECT count(*) FROM jobq.jobs")
     with pytest.raises(cls) as caught:
@@ -399,7 +407,7 @@ def test_bad_input_raises_its_typed_error_and_changes_nothing(conn: Conn, sqlsta
 
 
 def test_every_sqlstate_has_its_class() -> None:
-    assert sorted(errors.ERRORS_BY_SQLSTATE) == [f"JQ{i:03d}" for i in range(1, 17)]
+    assert sorted(errors.ERRORS_BY_SQLSTATE) == [f"JQ{i:03d}" for i in range(1, 18)]
     assert sorted(BAD_CALLS) == sorted(errors.ERRORS_BY_SQLSTATE)
     for sqlstate, cls in errors.ERRORS_BY_SQLSTATE.items():
         assert issubclass(cls, pyqueue.JobqError) and sqlstate == cls.SQLSTATE
