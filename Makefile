@@ -19,21 +19,22 @@ DATA      = sql/jobq.control $(wildcard sql/jobq--*.sql)
 PGXS     := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+# Said before PGXS's install recipes run (prerequisites run first).
+install installdirs: install-announce
+install-announce:
+	@echo "make install: copying sql/jobq.control and sql/jobq--*.sql into the system's PostgreSQL share directory, $(datadir)/$(datamoduledir)"
 else
 install:
 	@echo "PGXS not found: install postgresql-server-dev-15 (make deps) first" >&2; exit 1
 endif
 
-.PHONY: demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop clean-venv
+.PHONY: install-announce demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop clean-venv
 
 # --- system packages and the Python environment -------------------------
+# Only the missing packages, said before they are installed, never upgrading an
+# installed one (a running server would fail to load its libraries): .ci/apt-deps
 deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" != 0 ]; then echo "missing packages: $$missing (run make deps as root)" >&2; exit 1; fi; \
-	  echo "installing $$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	@.ci/apt-deps $(APT_PACKAGES)
 
 $(PY): pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
@@ -90,7 +91,9 @@ bench: deps venv
 # --- for humans: a throwaway server in .tmp/db ---------------------------
 db-start: venv
 	@$(PY) -m pyqueue.localserver start $(CURDIR)/.tmp/db --database jobq
-	@echo "psql \"host=$(CURDIR)/.tmp/db port=5432 user=postgres dbname=jobq\""
+	@echo 'export DATABASE_URL="postgresql://postgres@/jobq?host=$(CURDIR)/.tmp/db"'
+	@echo 'psql "$$DATABASE_URL"'
+	@echo 'the extension files come from make install (run as root); make db-stop stops the server'
 
 db-stop: venv
 	$(PY) -m pyqueue.localserver stop $(CURDIR)/.tmp/db
