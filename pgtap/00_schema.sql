@@ -22,13 +22,13 @@ SELECT has_view('jobq', 'queues', 'view jobq.queues exists');
 SELECT has_view('jobq', 'schedules', 'view jobq.schedules exists');
 SELECT has_type('jobq', 'job', 'type jobq.job exists');
 
-SELECT is(jobq.version(), '0.3.0', 'jobq.version() is 0.3.0');
--- A fresh install records 0.3.0 only; an upgraded one records every step.
+SELECT is(jobq.version(), '0.4.0', 'jobq.version() is 0.4.0');
+-- A fresh install records 0.4.0 only; an upgraded one records every step.
 SELECT is((SELECT version FROM jobq._migration
-           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.3.0',
-          'the newest version recorded in jobq._migration is 0.3.0');
-SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0')$$,
-                'jobq._migration records only released versions up to 0.3.0');
+           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.4.0',
+          'the newest version recorded in jobq._migration is 0.4.0');
+SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0', '0.4.0')$$,
+                'jobq._migration records only released versions up to 0.4.0');
 
 SELECT set_has(
     $$SELECT attname::text FROM pg_catalog.pg_attribute
@@ -51,8 +51,9 @@ SELECT set_has(
 SELECT set_eq(
     $$SELECT column_name::text FROM information_schema.columns
       WHERE table_schema = 'jobq' AND table_name = 'schedules'$$,
-    $$VALUES ('name'), ('schedule'), ('queue'), ('payload'), ('priority'), ('max_attempts'), ('created_at'), ('updated_at')$$,
-    'jobq.schedules has name, schedule, queue, payload, priority, max_attempts, created_at, updated_at');
+    $$VALUES ('name'), ('schedule'), ('queue'), ('payload'), ('priority'), ('max_attempts'), ('created_at'), ('updated_at'),
+             ('runner'), ('next_run_at'), ('last_run_at')$$,
+    'jobq.schedules has name, schedule, queue, payload, priority, max_attempts, created_at, updated_at, runner, next_run_at, last_run_at');
 
 SELECT set_eq(
     $$SELECT column_name::text FROM information_schema.columns
@@ -67,8 +68,8 @@ SELECT set_eq(
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
     ARRAY[
         'jobq.version()',
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)',
         'jobq.claim(text,integer,text,interval)',
         'jobq.claim(text[],integer,text,interval)',
         'jobq.complete(bigint,uuid)',
@@ -82,7 +83,15 @@ SELECT set_eq(
         'jobq.retry_dead(text)',
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
-        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval)',
+        'jobq.cancel_jobs(text,text,jsonb)',
+        'jobq.discard_dead(text,interval)',
+        'jobq.complete(bigint,text)',
+        'jobq.fail(bigint,text,text,timestamp with time zone)',
+        'jobq.heartbeat(bigint,text,interval)',
+        'jobq.release(bigint,text)',
+        'jobq.snooze(bigint,text,timestamp with time zone)',
+        'jobq.run_schedules()',
         'jobq.reset_queue(text)',
         'jobq.schedule_maintenance(text,text)',
         'jobq.unschedule_maintenance()',
@@ -93,15 +102,15 @@ SELECT set_eq(
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
         'jobq.pause(text)',
         'jobq.resume(text)',
-        'jobq.every(text,text,text,jsonb,integer,integer)',
+        'jobq.every(text,text,text,jsonb,integer,integer,text)',
         'jobq.unschedule(text)',
         'jobq.enqueue_periodic(text)'
     ],
     'the public jobq functions are exactly the documented API');
 
 SELECT has_function('jobq', 'version', ARRAY[]::text[], 'jobq.version() exists');
-SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text) exists (group_key)');
-SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text'], 'jobq.enqueue_many(text, jsonb[], timestamptz, int, int, text[], text) exists (group_key)');
+SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval) exists (group_key, timeout, unique_for)');
+SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval'], 'jobq.enqueue_many(..., text[], text, interval, interval) exists (group_key, timeout, unique_for)');
 SELECT has_function('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq.claim(text, int, text, interval) exists');
 SELECT has_function('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'jobq.claim(text[], int, text, interval) exists');
 SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid'], 'jobq.complete(bigint, uuid) exists');
@@ -115,7 +124,7 @@ SELECT has_function('jobq', 'retry', ARRAY['bigint'], 'jobq.retry(bigint) exists
 SELECT has_function('jobq', 'retry_dead', ARRAY['text'], 'jobq.retry_dead(text) exists');
 SELECT has_function('jobq', 'cancel', ARRAY['bigint'], 'jobq.cancel(bigint) exists');
 SELECT has_function('jobq', 'prune', ARRAY['integer'], 'jobq.prune(int) exists');
-SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval'], 'jobq.configure_queue(..., concurrency, rate_limit, rate_interval) exists');
+SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval'], 'jobq.configure_queue(..., concurrency, rate_limit, rate_interval, timeout) exists');
 SELECT has_function('jobq', 'reset_queue', ARRAY['text'], 'jobq.reset_queue(text) exists');
 SELECT has_function('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'jobq.schedule_maintenance(text, text) exists');
 SELECT has_function('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'jobq.unschedule_maintenance() exists');
@@ -126,13 +135,13 @@ SELECT has_function('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with
 SELECT has_function('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'jobq.snooze(bigint, uuid, timestamptz) exists');
 SELECT has_function('jobq', 'pause', ARRAY['text'], 'jobq.pause(text) exists');
 SELECT has_function('jobq', 'resume', ARRAY['text'], 'jobq.resume(text) exists');
-SELECT has_function('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer'], 'jobq.every(name, schedule, queue, payload, priority, max_attempts) exists');
+SELECT has_function('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer', 'text'], 'jobq.every(name, schedule, queue, payload, priority, max_attempts, runner) exists');
 SELECT has_function('jobq', 'unschedule', ARRAY['text'], 'jobq.unschedule(text) exists');
 SELECT has_function('jobq', 'enqueue_periodic', ARRAY['text'], 'jobq.enqueue_periodic(text) exists');
 
 SELECT function_returns('jobq', 'version', ARRAY[]::text[], 'text', 'version() returns text');
-SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text'], 'bigint', 'enqueue() returns bigint');
-SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
+SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'], 'bigint', 'enqueue() returns bigint');
+SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval'], 'setof bigint', 'enqueue_many() returns setof bigint');
 SELECT function_returns('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid'], 'boolean', 'complete() returns boolean');
@@ -146,7 +155,7 @@ SELECT function_returns('jobq', 'retry', ARRAY['bigint'], 'boolean', 'retry() re
 SELECT function_returns('jobq', 'retry_dead', ARRAY['text'], 'integer', 'retry_dead() returns integer');
 SELECT function_returns('jobq', 'cancel', ARRAY['bigint'], 'boolean', 'cancel() returns boolean');
 SELECT function_returns('jobq', 'prune', ARRAY['integer'], 'integer', 'prune() returns integer');
-SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval'], 'jobq._queue', 'configure_queue() returns the effective settings row');
+SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval'], 'jobq._queue', 'configure_queue() returns the effective settings row');
 SELECT function_returns('jobq', 'reset_queue', ARRAY['text'], 'boolean', 'reset_queue() returns boolean');
 SELECT function_returns('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'setof record', 'schedule_maintenance() returns a table');
 SELECT function_returns('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'integer', 'unschedule_maintenance() returns integer');
@@ -157,12 +166,12 @@ SELECT function_returns('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp 
 SELECT function_returns('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'boolean', 'snooze() returns boolean');
 SELECT function_returns('jobq', 'pause', ARRAY['text'], 'boolean', 'pause() returns boolean');
 SELECT function_returns('jobq', 'resume', ARRAY['text'], 'boolean', 'resume() returns boolean');
-SELECT function_returns('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer'], 'bigint', 'every() returns the pg_cron job id (bigint)');
+SELECT function_returns('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer', 'text'], 'bigint', 'every() returns the pg_cron job id (bigint, NULL under the workers)');
 SELECT function_returns('jobq', 'unschedule', ARRAY['text'], 'boolean', 'unschedule() returns boolean');
 SELECT function_returns('jobq', 'enqueue_periodic', ARRAY['text'], 'bigint', 'enqueue_periodic() returns the job id');
 
 -- SECURITY DEFINER exactly where intended -----------------------------------
-SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text'], 'enqueue() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'], 'enqueue() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
 SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid'], 'complete() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
@@ -172,7 +181,7 @@ SELECT isnt_definer('jobq', '_finish', ARRAY['bigint[]', 'uuid[]', 'text', 'text
 SELECT isnt_definer('jobq', '_lock_ready', ARRAY['text', 'integer'], 'private _lock_ready() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_fold_counters', ARRAY[]::text[], 'private _fold_counters() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_pick', ARRAY['text[]', 'integer', 'interval', 'timestamp with time zone'], 'private _pick() is not SECURITY DEFINER');
-SELECT isnt_definer('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer'],
+SELECT isnt_definer('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer', 'text'],
                     'every() is not SECURITY DEFINER (its pg_cron job runs as the caller)');
 SELECT isnt_definer('jobq', 'unschedule', ARRAY['text'], 'unschedule() is not SECURITY DEFINER (pg_cron checks the caller owns the job)');
 SELECT is_definer('jobq', 'enqueue_periodic', ARRAY['text'], 'enqueue_periodic() is SECURITY DEFINER (what the pg_cron job calls)');
@@ -184,8 +193,8 @@ SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
     ARRAY[
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)',
         'jobq.claim(text,integer,text,interval)',
         'jobq.claim(text[],integer,text,interval)',
         'jobq.complete(bigint,uuid)',
@@ -199,7 +208,15 @@ SELECT set_eq(
         'jobq.retry_dead(text)',
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
-        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval)',
+        'jobq.cancel_jobs(text,text,jsonb)',
+        'jobq.discard_dead(text,interval)',
+        'jobq.complete(bigint,text)',
+        'jobq.fail(bigint,text,text,timestamp with time zone)',
+        'jobq.heartbeat(bigint,text,interval)',
+        'jobq.release(bigint,text)',
+        'jobq.snooze(bigint,text,timestamp with time zone)',
+        'jobq.run_schedules()',
         'jobq.reset_queue(text)',
         'jobq.take(text,integer)',
         'jobq.hold(text,integer)',
@@ -209,7 +226,7 @@ SELECT set_eq(
         'jobq.pause(text)',
         'jobq.resume(text)',
         'jobq.enqueue_periodic(text)',
-        'jobq._periodic_save(text,text,text,jsonb,integer,integer)',
+        'jobq._periodic_save(text,text,text,jsonb,integer,integer,text)',
         'jobq._periodic_delete(text)'
     ],
     'SECURITY DEFINER functions are exactly the role-gated API plus the two periodic-job helpers that every()/unschedule() (which run as the caller) need');
@@ -256,9 +273,10 @@ SELECT set_eq(
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
         'jobq.heartbeat(bigint,uuid,interval)',
         'jobq.release(bigint,uuid)',
-        'jobq.reap(integer)'
+        'jobq.reap(integer)',
+        'jobq.run_schedules()'
     ],
-    'lock_timeout = 5s is pinned on exactly claim, take, hold, complete_held, fail_held, snooze, complete, complete_many, fail, heartbeat, release, reap');
+    'lock_timeout = 5s is pinned on exactly claim, take, hold, complete_held, fail_held, snooze, complete, complete_many, fail, heartbeat, release, reap, run_schedules');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c LIKE 'lock\_timeout=%' AND c <> 'lock_timeout=5s'$$,

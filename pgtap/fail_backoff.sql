@@ -1,6 +1,6 @@
 -- jobq._backoff_delay() and jobq.fail(): backoff, jitter, retry_at, dead letter.
 BEGIN;
-SELECT plan(47);
+SELECT plan(49);
 
 -- _backoff_delay(attempt, base, cap, jitter, random) -----------------------
 SELECT is(jobq._backoff_delay(1, '2 s', '1 hour', 0, 0), interval '2 s', 'attempt 1: base');
@@ -74,7 +74,11 @@ SELECT is(jobq.fail((SELECT id FROM c3), 'again', (SELECT lease_token FROM c3)),
 -- max_attempts 1: the first failure is final
 INSERT INTO t VALUES ('once', jobq.enqueue('once', '{}', max_attempts => 1));
 CREATE TEMP TABLE c4 AS SELECT * FROM jobq.claim('once');
-SELECT ok(jobq.fail((SELECT id FROM c4), NULL, (SELECT lease_token FROM c4)), 'fail with a NULL error');
+SELECT throws_ok($$SELECT jobq.fail((SELECT id FROM c4), NULL, (SELECT lease_token FROM c4))$$, 'JQ017',
+                 'jobq: error must not be NULL', 'fail with a NULL error raises JQ017 (a failure records why)');
+SELECT is((SELECT status FROM jobq._job WHERE id = (SELECT id FROM c4)), 'running',
+          '... and changes nothing: the job is still running');
+SELECT ok(jobq.fail((SELECT id FROM c4), '', (SELECT lease_token FROM c4)), 'fail with an empty error');
 SELECT is((SELECT status FROM jobq._job_archive WHERE id = (SELECT id FROM t WHERE name = 'once')), 'dead',
           'with max_attempts 1 the first failure dead-letters');
 

@@ -36,8 +36,8 @@ BEGIN
     END LOOP;
 END $$;
 SELECT set_eq($$SELECT fn::text FROM notifiers$$,
-              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text)',
-                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text)',
+              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)',
+                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)',
                     'jobq._finish(bigint[],uuid[],text,text,boolean)',
                     'jobq.fail(bigint,text,uuid,timestamp with time zone)',
                     'jobq.fail_held(bigint,text,timestamp with time zone)',
@@ -128,7 +128,7 @@ SELECT is(jobq.retry_dead('zeta'), 0, 'retry_dead with no dead job moves nothing
 SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'and notifies nothing');
 
 -- enqueue_periodic (what pg_cron runs) inserts through _insert_job: it notifies
-SELECT lives_ok($$SELECT jobq._periodic_save('tick', '* * * * *', 'iota', '{"p": 1}', 0, NULL)$$,
+SELECT lives_ok($$SELECT jobq._periodic_save('tick', '* * * * *', 'iota', '{"p": 1}', 0, NULL, 'pg_cron')$$,
                 'setup: a periodic job definition for queue iota');
 TRUNCATE jobq_spy.calls;
 SELECT jobq.enqueue_periodic('tick') AS tick_id \gset

@@ -189,7 +189,8 @@ SELECT results_eq($$SELECT completed_total::int, failed_total::int, dead_total::
                   $$VALUES (1, 1, 1)$$,
                   'jobq.stats totals: 1 completed, 1 failed attempt, 1 dead-lettered (cancelled counts in none)');
 SELECT results_eq($$SELECT ready::int, scheduled::int, running::int, dead::int, oldest_ready_age FROM jobq.stats WHERE queue = 'rd_other'$$,
-                  $$VALUES (0, 0, 0, 1, interval '0')$$, 'jobq.stats lists a queue with only dead jobs');
+                  $$VALUES (0, 0, 0, 1, NULL::interval)$$,
+                  'jobq.stats lists a queue with only dead jobs (oldest_ready_age NULL: nothing is ready)');
 
 SELECT * FROM finish();
 ROLLBACK;

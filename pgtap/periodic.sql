@@ -2,11 +2,12 @@
 -- that calls jobq.enqueue_periodic(<name>); each run uses the job_key
 -- 'every:<name>', so while one is active the next tick adds nothing.
 -- jobq.unschedule() removes both; jobq.schedules lists them. JQ016 for bad
--- or unknown names, JQ012 for bad schedules, JQ014 without pg_cron.
+-- or unknown names, JQ012 for bad schedules, JQ014 for runner 'pg_cron'
+-- without pg_cron (without it, every() hands the schedule to the workers).
 -- As in maintenance.sql, pg_cron is created here when missing (rolled back);
 -- tests/run_pgtap.sh always preloads it, so a server without it fails.
 BEGIN;
-SELECT plan(57);
+SELECT plan(60);
 SET LOCAL client_min_messages = warning;
 
 DO $$
@@ -158,13 +159,17 @@ END
 $$;
 SELECT * FROM pg_temp.cron_tests();
 
--- without pg_cron: JQ014 (enqueue_periodic itself does not need pg_cron) ---------------------------------
+-- without pg_cron: the workers run new schedules; runner 'pg_cron' raises JQ014 ------------------------
 SELECT lives_ok($$SELECT jobq.every('kept', '0 6 * * *', 'kq')$$, 'setup: a periodic job registered while pg_cron is there');
 DROP EXTENSION IF EXISTS pg_cron;
 SELECT ok(NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron'), 'setup: pg_cron is not installed');
-SELECT throws_ok($$SELECT jobq.every('x', '* * * * *', 'q')$$, 'JQ014', NULL, 'every() without pg_cron raises JQ014');
-SELECT throws_ok($$SELECT jobq.unschedule('kept')$$, 'JQ014', NULL, 'unschedule() without pg_cron raises JQ014');
-SELECT is((SELECT count(*)::int FROM jobq.schedules WHERE name = 'kept'), 1, 'and removes nothing');
+SELECT throws_ok($$SELECT jobq.every('x', '* * * * *', 'q', runner => 'pg_cron')$$, 'JQ014', NULL,
+                 'every(runner => ''pg_cron'') without pg_cron raises JQ014');
+SELECT is((SELECT count(*)::int FROM jobq.schedules WHERE name = 'x'), 0, 'and stores nothing');
+SELECT is(jobq.every('x', '* * * * *', 'q'), NULL, 'every() without pg_cron hands the schedule to the workers (no pg_cron job id)');
+SELECT is((SELECT runner FROM jobq.schedules WHERE name = 'x'), 'workers', '... which jobq.schedules shows');
+SELECT ok(jobq.unschedule('x'), 'unschedule() works without pg_cron');
+SELECT is((SELECT count(*)::int FROM jobq.schedules WHERE name IN ('kept', 'x')), 1, 'it removed only that schedule');
 SELECT isnt(jobq.enqueue_periodic('kept'), NULL, 'enqueue_periodic() works without pg_cron (another scheduler may call it)');
 SELECT is((SELECT job_key FROM jobq._job WHERE queue = 'kq'), 'every:kept', 'with its job_key');
 

@@ -9,8 +9,8 @@ CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
 CREATE TEMP TABLE api (sig text, producer boolean, worker boolean);
 INSERT INTO api VALUES
     ('jobq.version()', true, true),
-    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text)', true, false),
-    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text)', true, false),
+    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)', true, false),
+    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)', true, false),
     ('jobq.claim(text,integer,text,interval)', false, true),
     ('jobq.claim(text[],integer,text,interval)', false, true),
     ('jobq.take(text,integer)', false, true),
@@ -23,19 +23,27 @@ INSERT INTO api VALUES
     ('jobq.fail(bigint,text,uuid,timestamp with time zone)', false, true),
     ('jobq.heartbeat(bigint,uuid,interval)', false, true),
     ('jobq.release(bigint,uuid)', false, true),
+    ('jobq.complete(bigint,text)', false, true),
+    ('jobq.fail(bigint,text,text,timestamp with time zone)', false, true),
+    ('jobq.heartbeat(bigint,text,interval)', false, true),
+    ('jobq.release(bigint,text)', false, true),
+    ('jobq.snooze(bigint,text,timestamp with time zone)', false, true),
     ('jobq.reap(integer)', false, true),
     ('jobq.next_run_at(text[])', false, true),
+    ('jobq.run_schedules()', false, true),
     ('jobq.retry(bigint)', false, false),
     ('jobq.retry_dead(text)', false, false),
     ('jobq.cancel(bigint)', false, false),
+    ('jobq.cancel_jobs(text,text,jsonb)', false, false),
+    ('jobq.discard_dead(text,interval)', false, false),
     ('jobq.prune(integer)', false, false),
-    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval)', false, false),
+    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval)', false, false),
     ('jobq.reset_queue(text)', false, false),
     ('jobq.pause(text)', false, false),
     ('jobq.resume(text)', false, false),
     ('jobq.schedule_maintenance(text,text)', false, false),
     ('jobq.unschedule_maintenance()', false, false),
-    ('jobq.every(text,text,text,jsonb,integer,integer)', false, false),
+    ('jobq.every(text,text,text,jsonb,integer,integer,text)', false, false),
     ('jobq.unschedule(text)', false, false),
     ('jobq.enqueue_periodic(text)', false, false);
 
@@ -49,7 +57,7 @@ SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_worker', p.oid, 'EXECUTE')$$,
               $$SELECT sig FROM api WHERE worker$$,
-              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, next_run_at');
+              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, next_run_at, run_schedules');
 SELECT set_has($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                  WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_admin', p.oid, 'EXECUTE')$$,
                $$SELECT sig FROM api$$, 'jobq_admin may execute every public function');
@@ -63,7 +71,7 @@ SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 'producers and workers may execute no private helper');
 SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq_producer', ARRAY[]::text[],
                           'function_privs_are: jobq_producer has no privilege on claim(text, ...)');
-SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text'],
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'],
                           'jobq_worker', ARRAY[]::text[], 'function_privs_are: jobq_worker has no privilege on enqueue');
 SELECT function_privs_are('jobq', 'take', ARRAY['text', 'integer'], 'jobq_worker', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_worker may execute take');
@@ -127,7 +135,7 @@ SELECT is(pg_temp.as_role('jobq_producer', $$SELECT current_user$$), 'jobq_produ
 SELECT is(current_user::text, session_user::text, 'and switches back');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[])$$), '2',
           'jobq_producer: enqueue_many works');
-SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.3.0', 'jobq_producer: version works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.4.0', 'jobq_producer: version works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('privg', ARRAY['{}', '{}']::jsonb[], group_key => 'g')$$), '2',
           'jobq_producer: enqueue_many with a group_key works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.enqueue('privg', '{}', group_key => 'g') IS NOT NULL$$), 'true',
