@@ -132,7 +132,7 @@ async def claim(
     return [job for job in jobs if undecodable(job.payload) is None]
 
 
-async def complete(conn: AsyncConnection, job_id: int, lease_token: UUID) -> bool:
+async def complete(conn: AsyncConnection, job_id: int, lease_token: UUID | str) -> bool:
     params = q.lease_params(job_id, lease_token)
     with translate_errors():
         return bool(await ascalar(conn, q.COMPLETE, params))
@@ -150,7 +150,12 @@ async def complete_many(conn: AsyncConnection, jobs: Sequence[AsyncJob]) -> int:
 
 
 async def fail(
-    conn: AsyncConnection, job_id: int, lease_token: UUID, error: str, *, retry_at: datetime | None = None
+    conn: AsyncConnection,
+    job_id: int,
+    lease_token: UUID | str,
+    error: str,
+    *,
+    retry_at: datetime | None = None,
 ) -> bool:
     params = q.fail_params(job_id, lease_token, error, retry_at)
     with translate_errors():
@@ -158,14 +163,14 @@ async def fail(
 
 
 async def heartbeat(
-    conn: AsyncConnection, job_id: int, lease_token: UUID, extend: timedelta | float | None = None
+    conn: AsyncConnection, job_id: int, lease_token: UUID | str, extend: timedelta | float | None = None
 ) -> bool:
     params = q.heartbeat_params(job_id, lease_token, extend)
     with translate_errors():
         return bool(await ascalar(conn, q.HEARTBEAT, params))
 
 
-async def release(conn: AsyncConnection, job_id: int, lease_token: UUID) -> bool:
+async def release(conn: AsyncConnection, job_id: int, lease_token: UUID | str) -> bool:
     params = q.lease_params(job_id, lease_token)
     with translate_errors():
         return bool(await ascalar(conn, q.RELEASE, params))
@@ -174,7 +179,7 @@ async def release(conn: AsyncConnection, job_id: int, lease_token: UUID) -> bool
 async def snooze(
     conn: AsyncConnection,
     job_id: int,
-    lease_token: UUID,
+    lease_token: UUID | str,
     delay: timedelta | float | None = None,
     *,
     run_at: datetime | None = None,

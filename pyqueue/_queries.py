@@ -249,20 +249,22 @@ def enqueue_many_query(
     return (_ENQUEUE_MANY.format(options=options) if options else ENQUEUE_MANY), params
 
 
-def lease_params(job_id: int, lease_token: UUID) -> tuple[int | None, UUID | None]:
+def lease_params(job_id: int, lease_token: UUID | str) -> tuple[int | None, UUID | None]:
     """A job id and its lease token, checked (complete, release)."""
     return check.job_id(job_id), check.lease_token(lease_token)
 
 
 def fail_params(
-    job_id: int, lease_token: UUID, error: str, retry_at: datetime | None = None
+    job_id: int, lease_token: UUID | str, error: str, retry_at: datetime | None = None
 ) -> tuple[Any, ...]:
     """The parameters of FAIL: id, error text, lease token, retry_at."""
     checked_id, token = lease_params(job_id, lease_token)
     return checked_id, check.text(error, "error", InvalidArgument), token, retry_time(retry_at)
 
 
-def heartbeat_params(job_id: int, lease_token: UUID, extend: timedelta | float | None) -> tuple[Any, ...]:
+def heartbeat_params(
+    job_id: int, lease_token: UUID | str, extend: timedelta | float | None
+) -> tuple[Any, ...]:
     checked_id, token = lease_params(job_id, lease_token)
     return checked_id, token, check.seconds(extend, "extend", InvalidInterval)
 
@@ -275,7 +277,7 @@ def many_lease_params(pairs: Sequence[tuple[int, UUID]]) -> tuple[list[int | Non
 
 
 def snooze_params(
-    job_id: int, lease_token: UUID, delay: timedelta | float | None, run_at: datetime | None
+    job_id: int, lease_token: UUID | str, delay: timedelta | float | None, run_at: datetime | None
 ) -> dict[str, Any]:
     if delay is None and run_at is None:
         raise check.refuse(InvalidTime, "snooze needs a delay or a run_at",

@@ -162,7 +162,7 @@ def claim(
     return [job for job in jobs if undecodable(job.payload) is None]
 
 
-def complete(conn: Connection, job_id: int, lease_token: UUID) -> bool:
+def complete(conn: Connection, job_id: int, lease_token: UUID | str) -> bool:
     """Acknowledge success; False when the lease was lost or the id is unknown."""
     with translate_errors():
         return bool(scalar(conn, q.COMPLETE, q.lease_params(job_id, lease_token)))
@@ -181,7 +181,7 @@ def complete_many(conn: Connection, jobs: Sequence[Job]) -> int:
 
 
 def fail(
-    conn: Connection, job_id: int, lease_token: UUID, error: str, *, retry_at: datetime | None = None
+    conn: Connection, job_id: int, lease_token: UUID | str, error: str, *, retry_at: datetime | None = None
 ) -> bool:
     """Record a failed attempt (retry after backoff or at ``retry_at``, or dead
     letter when out of attempts); False when the lease was lost."""
@@ -191,7 +191,7 @@ def fail(
 
 
 def heartbeat(
-    conn: Connection, job_id: int, lease_token: UUID, extend: timedelta | float | None = None
+    conn: Connection, job_id: int, lease_token: UUID | str, extend: timedelta | float | None = None
 ) -> bool:
     """Extend a lease to now + ``extend`` (timedelta or seconds; default: the
     queue's lease); False when lost."""
@@ -200,7 +200,7 @@ def heartbeat(
         return bool(scalar(conn, q.HEARTBEAT, params))
 
 
-def release(conn: Connection, job_id: int, lease_token: UUID) -> bool:
+def release(conn: Connection, job_id: int, lease_token: UUID | str) -> bool:
     """Give a claimed, unstarted job back without spending an attempt."""
     with translate_errors():
         return bool(scalar(conn, q.RELEASE, q.lease_params(job_id, lease_token)))
@@ -209,7 +209,7 @@ def release(conn: Connection, job_id: int, lease_token: UUID) -> bool:
 def snooze(
     conn: Connection,
     job_id: int,
-    lease_token: UUID,
+    lease_token: UUID | str,
     delay: timedelta | float | None = None,
     *,
     run_at: datetime | None = None,

@@ -188,17 +188,18 @@ class Job(JobRecord):
     def fail(self, error: str, *, retry_at: datetime | None = None) -> bool:
         """Record a failed attempt: retry after backoff (or at ``retry_at``), or
         dead-letter when out of attempts. False when the lease was lost."""
-        retry = q.schedule_params(None, retry_at)["run_at"]
+        params = q.fail_params(self.id, self.lease_token, error, retry_at)
         with self._connection() as conn, translate_errors():
-            done = scalar(conn, q.FAIL, (self.id, error, self.lease_token, retry))
+            done = scalar(conn, q.FAIL, params)
         self._mark_acknowledged()
         return bool(done)
 
     def heartbeat(self, extend: timedelta | None = None) -> bool:
         """Extend the lease to now + ``extend`` (default: the queue's lease);
         False when the lease was lost."""
+        params = q.heartbeat_params(self.id, self.lease_token, extend)
         with self._connection() as conn, translate_errors():
-            alive = scalar(conn, q.HEARTBEAT, (self.id, self.lease_token, extend))
+            alive = scalar(conn, q.HEARTBEAT, params)
         if not alive:
             self._lease_lost = True
         return bool(alive)
@@ -292,18 +293,19 @@ class AsyncJob(JobRecord):
 
     async def fail(self, error: str, *, retry_at: datetime | None = None) -> bool:
         """Record a failed attempt (see :meth:`Job.fail`)."""
-        retry = q.schedule_params(None, retry_at)["run_at"]
+        params = q.fail_params(self.id, self.lease_token, error, retry_at)
         async with self._connection() as conn:
             with translate_errors():
-                done = await ascalar(conn, q.FAIL, (self.id, error, self.lease_token, retry))
+                done = await ascalar(conn, q.FAIL, params)
         self._mark_acknowledged()
         return bool(done)
 
     async def heartbeat(self, extend: timedelta | None = None) -> bool:
         """Extend the lease (see :meth:`Job.heartbeat`)."""
+        params = q.heartbeat_params(self.id, self.lease_token, extend)
         async with self._connection() as conn:
             with translate_errors():
-                alive = await ascalar(conn, q.HEARTBEAT, (self.id, self.lease_token, extend))
+                alive = await ascalar(conn, q.HEARTBEAT, params)
         if not alive:
             self._lease_lost = True
         return bool(alive)
