@@ -9,8 +9,11 @@ from typing import Any
 STATS_COLUMNS = ("queue", "ready", "scheduled", "running", "dead", "oldest ready")
 
 
-def format_age(age: timedelta) -> str:
-    """A short human duration: 0s, 4.2s, 3m05s, 2h07m, 3d04h."""
+def format_age(age: timedelta | None) -> str:
+    """A short human duration: 0s, 4.2s, 3m05s, 2h07m, 3d04h; "-" for none
+    (jobq 0.4's oldest_ready_age when nothing is ready)."""
+    if age is None:
+        return "-"
     seconds = age.total_seconds()
     if seconds < 60:
         return "0s" if seconds <= 0 else f"{seconds:.1f}s"
