@@ -17,7 +17,8 @@ An HTML comment on the line before the opening fence changes that:
 - ``<!-- not-run: REASON -->``: the block is not run (a test counts these and
   wants a reason on each);
 - ``<!-- until-stopped: QUEUE ... -->``: the block runs until someone stops
-  it (a worker of those queues); the test stops it with SIGTERM once the
+  it (a worker of those queues); the test stops it with SIGTERM (a shell
+  block with SIGINT to its process group, as Ctrl-C would) once the
   queues have no ready or running job left, and wants exit status 0, at
   least one job of them completed, and no failed attempt.
 

@@ -187,7 +187,10 @@ def run_until_stopped(block: Block, scratch: Path, url: str) -> str:
             if busy_jobs(url, queues) > 0:
                 pytest.fail(f"{block.where}: jobs still ready or running after {IDLE_TIMEOUT:.0f} s\n"
                             f"{out.read_text()}{err.read_text()}")
-            process.send_signal(signal.SIGTERM)
+            if block.kind == "sh":
+                os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal: the shell waits for its worker
+            else:
+                process.send_signal(signal.SIGTERM)
             status = process.wait(timeout=STOP_TIMEOUT)
         finally:
             if process.poll() is None:
@@ -270,6 +273,25 @@ def test_every_block_of_the_document_runs(document_db: str, request: pytest.Fixt
     finally:
         if session is not None:
             session.close()
+
+
+def test_create_extension_leaves_the_session_as_it_found_it(postgresql_proc: PostgreSQLExecutor,
+                                                            extension_files: None) -> None:
+    """A reader pastes CREATE EXTENSION jobq, then goes on in the same session
+    (CREATE TABLE, CREATE EXTENSION pgtap …): the install script's own
+    search_path must not outlive it."""
+    with psycopg.connect(proc_dsn(postgresql_proc, "postgres"), autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS docs_session WITH (FORCE)")
+        admin.execute("CREATE DATABASE docs_session")
+    try:
+        with psycopg.connect(proc_dsn(postgresql_proc, "docs_session"), autocommit=True) as conn:
+            before = conn.execute("SHOW search_path").fetchone()
+            conn.execute("CREATE EXTENSION jobq")
+            after = conn.execute("SHOW search_path").fetchone()
+            assert after == before, f"CREATE EXTENSION jobq left search_path = {after}, was {before}"
+    finally:
+        with psycopg.connect(proc_dsn(postgresql_proc, "postgres"), autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS docs_session WITH (FORCE)")
 
 
 ALL_BLOCKS = [b for path in DOCS for b in blocks(path)]
