@@ -188,7 +188,7 @@ def run_until_stopped(block: Block, scratch: Path, url: str) -> str:
                 pytest.fail(f"{block.where}: jobs still ready or running after {IDLE_TIMEOUT:.0f} s\n"
                             f"{out.read_text()}{err.read_text()}")
             if block.kind == "sh":
-                os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in the terminal: the shell waits for its worker
+                os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the shell waits for its worker
             else:
                 process.send_signal(signal.SIGTERM)
             status = process.wait(timeout=STOP_TIMEOUT)
