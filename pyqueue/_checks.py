@@ -109,33 +109,33 @@ def queues(value: object, error: type[InvalidArgument]) -> str | list[str | None
     return texts(value, "queues", error)
 
 
-def payload(value: object, name: str = "payload") -> Jsonb:
-    """A payload as the JSON text that goes to the database (SQL checks that it
-    is an object and within its queue's size cap)."""
+def payload(value: object, name: str = "payload", error: type[InvalidArgument] = InvalidPayload) -> Jsonb:
+    """A payload (or other JSON argument) as the JSON text that goes to the
+    database (SQL checks that it is an object and within its queue's size cap)."""
     if isinstance(value, Mapping) and not isinstance(value, dict):
         value = dict(value)
     try:
         encoded = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except RecursionError:
-        raise refuse(InvalidPayload, f"{name} is nested too deeply for Python's json module",
+        raise refuse(error, f"{name} is nested too deeply for Python's json module",
                       "Flatten the payload (PostgreSQL's jsonb allows deeper nesting from SQL).") from None
     except (TypeError, ValueError) as exc:
         reason = str(exc)
         if "float" in reason:
             reason = "NaN and Infinity are not JSON numbers"
-        raise refuse(InvalidPayload, f"{name} cannot be sent as JSON: {reason}",
+        raise refuse(error, f"{name} cannot be sent as JSON: {reason}",
                       "A payload holds dicts with str keys, lists, str, int, finite float, bool and None; "
                       "convert other values (e.g. datetime.isoformat(), str(uuid)) first.") from None
-    _check_keys(value, name)
+    _check_keys(value, name, error)
     if found := _JSON_NUL.search(encoded):
-        raise refuse(InvalidPayload, f"{name} contains a NUL character (\\u0000) after "
+        raise refuse(error, f"{name} contains a NUL character (\\u0000) after "
                       f"{_before(encoded, found.end())!r}",
                       "PostgreSQL's jsonb cannot hold \\u0000 in strings: remove it or encode the data "
                       "(e.g. base64).")
     try:
         encoded.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise refuse(InvalidPayload, f"{name} contains a lone surrogate ({encoded[exc.start]!r}) after "
+        raise refuse(error, f"{name} contains a lone surrogate ({encoded[exc.start]!r}) after "
                       f"{_before(encoded, exc.start)!r}",
                       "Only valid Unicode can be stored: decode bytes with errors='replace' or fix the "
                       "source of the string.") from None
@@ -158,7 +158,7 @@ def _as_is(encoded: Any) -> str:
     return str(encoded)
 
 
-def _check_keys(value: object, name: str) -> None:
+def _check_keys(value: object, name: str, error: type[InvalidArgument]) -> None:
     """Object keys must be str: json would turn 1, True or None into "1", "true", "null"."""
     stack = [value]
     while stack:
@@ -166,7 +166,7 @@ def _check_keys(value: object, name: str) -> None:
         if isinstance(item, dict):
             for key, child in item.items():
                 if not isinstance(key, str):
-                    raise refuse(InvalidPayload, f"{name} has a key that is not a string: {_shown(key)}",
+                    raise refuse(error, f"{name} has a key that is not a string: {_shown(key)}",
                                   "JSON object keys are strings and json would silently change this one "
                                   "(1 -> \"1\", True -> \"true\"): convert it yourself, e.g. str(key).")
                 stack.append(child)

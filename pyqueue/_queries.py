@@ -329,8 +329,8 @@ def cancel_jobs_params(
     return {
         "queue": queue_name(queue),
         "status": check.text(status, "status", InvalidArgument),
-        "payload_contains": None if payload_contains is None else check.payload(payload_contains,
-                                                                                "payload_contains"),
+        "payload_contains": (None if payload_contains is None
+                             else check.payload(payload_contains, "payload_contains", InvalidArgument)),
     }
 
 

@@ -58,14 +58,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class QueueStats:
-    """One row of ``jobq.stats``."""
+    """One row of ``jobq.stats``; ``oldest_ready_age`` is None when no job is
+    ready (jobq 0.4; older versions say 0)."""
 
     queue: str
     ready: int
     scheduled: int
     running: int
     dead: int
-    oldest_ready_age: timedelta
+    oldest_ready_age: timedelta | None
 
 
 def enqueue(

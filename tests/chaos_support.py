@@ -88,6 +88,8 @@ SNAPSHOT_TABLES = {  # table -> its key, for a stable order
     "jobq._rate_start": "queue, started_at, n",
     "jobq._migration": "version",
     "jobq._counter": "queue, bucket, completed, failed, dead",
+    "jobq._key_done": "queue, job_key",
+    "jobq._taken": "xact, queue, n",
 }
 
 

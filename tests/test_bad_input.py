@@ -295,6 +295,57 @@ SQL_CASES: dict[str, Bad] = {
                                   "array_fill(%(token)s::uuid, ARRAY[10001]))", "JQ007", "ids"),
     "complete_many unknown ids": no_op("SELECT jobq.complete_many(ARRAY[%(unknown)s, %(completed)s], "
                                        "ARRAY[%(other_token)s, %(token)s])", 0),
+    # --- jobq 0.4.0: what trying to break 0.3.0 found, and the new arguments
+    "fail error NULL": jq("SELECT jobq.fail(%(held)s, NULL, %(token)s)", "JQ017", "error"),
+    "fail_held error NULL": jq("SELECT jobq.fail_held(%(ready)s, NULL)", "JQ017", "error"),
+    "complete lease_token not a UUID": jq("SELECT jobq.complete(%(held)s, 'not-a-uuid')", "JQ010",
+                                          "lease_token"),
+    "fail lease_token not a UUID": jq("SELECT jobq.fail(%(held)s, 'e', '7f9c-lease-token')", "JQ010",
+                                      "lease_token"),
+    "heartbeat lease_token not a UUID": jq("SELECT jobq.heartbeat(%(held)s, 'x')", "JQ010", "lease_token"),
+    "release lease_token not a UUID": jq("SELECT jobq.release(%(held)s, '')", "JQ010", "lease_token"),
+    "snooze lease_token not a UUID": jq("SELECT jobq.snooze(%(held)s, 'x', now())", "JQ010", "lease_token"),
+    "complete a text token of another lease": no_op("SELECT jobq.complete(%(held)s, %(other_token)s::text)",
+                                                    False),
+    "claim lease 1 mon -30 days 1 second": jq(C + "('seed', 1, NULL, interval '1 mon -30 days 1 second')",
+                                              "JQ008", "lease"),
+    "claim lease 1 day -23:59:59": jq(C + "('seed', 1, NULL, interval '1 day -23:59:59')", "JQ008", "lease"),
+    "heartbeat extend 1 day -23:59:00": jq(
+        "SELECT jobq.heartbeat(%(held)s, %(token)s, interval '1 day -23:59')", "JQ008", "extend"),
+    "configure_queue lease 1 mon -29 days": jq(CFG + "('seed', lease => interval '1 mon -29 days')", "JQ012",
+                                               "lease"),
+    "configure_queue timeout 2 days": jq(CFG + "('seed', timeout => interval '2 days')", "JQ012", "timeout"),
+    "claim a malformed queue array literal": jq(C + "('{seed,\"x}', 1)", "JQ001", "queue"),
+    "enqueue timeout 0": jq(E + "('seed', '{}', timeout => interval '0')", "JQ008", "timeout"),
+    "enqueue timeout 2 days": jq(E + "('seed', '{}', timeout => interval '2 days')", "JQ008", "timeout"),
+    "enqueue timeout 1 mon": jq(E + "('seed', '{}', timeout => interval '1 mon -29 days')", "JQ008",
+                                "timeout"),
+    "enqueue unique_for without job_key": jq(E + "('seed', '{}', unique_for => interval '1 hour')", "JQ009",
+                                             "unique_for"),
+    "enqueue unique_for 367 days": jq(E + "('seed', '{}', job_key => 'k', unique_for => interval '367 days')",
+                                      "JQ008", "unique_for"),
+    "enqueue_many unique_for without job_keys": jq(EM + "('seed', ARRAY['{}']::jsonb[], "
+                                                   "unique_for => interval '1 hour')", "JQ009", "unique_for"),
+    "enqueue_many timeout negative": jq(
+        EM + "('seed', ARRAY['{}']::jsonb[], timeout => interval '-1 second')", "JQ008", "timeout"),
+    "cancel_jobs queue NULL": jq("SELECT jobq.cancel_jobs(NULL)", "JQ001", "queue"),
+    "cancel_jobs status dead": jq("SELECT jobq.cancel_jobs('seed', 'dead')", "JQ017", "status"),
+    "cancel_jobs payload_contains an array": jq("SELECT jobq.cancel_jobs('seed', NULL, '[1]')", "JQ017",
+                                                "payload_contains"),
+    "cancel_jobs nothing matches": no_op("SELECT jobq.cancel_jobs('seed', NULL, '{\"nope\": 1}')", 0),
+    "cancel_jobs of an unknown queue": no_op("SELECT jobq.cancel_jobs('nowhere')", 0),
+    "discard_dead queue NULL": jq("SELECT jobq.discard_dead(NULL)", "JQ001", "queue"),
+    "discard_dead older_than negative": jq("SELECT jobq.discard_dead('seed', interval '-1 day')", "JQ008",
+                                           "older_than"),
+    "discard_dead of an unknown queue": no_op("SELECT jobq.discard_dead('nowhere')", 0),
+    "run_schedules with nothing due": no_op("SELECT jobq.run_schedules() IS NULL", True),
+    "every runner unknown": jq("SELECT jobq.every('x', '* * * * *', 'seed', runner => 'cron')", "JQ017",
+                               "runner"),
+    "every schedule the workers cannot run": jq(
+        "SELECT jobq.every('x', '* * *', 'seed', runner => 'workers')", "JQ012", "schedule"),
+    "every schedule that never fires": jq("SELECT jobq.every('x', '0 0 30 2 *', 'seed', runner => 'workers')",
+                                          "JQ012", "schedule"),
+    "unschedule an unknown name": no_op("SELECT jobq.unschedule('nosuch')", False),
     # --- fail
     "fail id NULL": jq("SELECT jobq.fail(NULL, 'e', %(token)s)", "JQ010", "id"),
     "fail lease_token NULL": jq("SELECT jobq.fail(%(held)s, 'e', NULL)", "JQ010", "lease_token"),
@@ -388,8 +439,9 @@ def test_there_are_enough_sql_cases_and_every_public_function_has_some(bad_db: C
     public = {str(r[0]) for r in conn.execute(
         "SELECT DISTINCT p.proname FROM pg_proc AS p WHERE p.pronamespace = 'jobq'::regnamespace "
         "AND p.proname !~ '^_'")}
-    # pg_cron's functions fail with JQ014 here (test_periodic.py covers them); version() takes nothing.
-    untested = {"every", "unschedule", "schedule_maintenance", "unschedule_maintenance", "version"}
+    # pg_cron's maintenance functions fail with JQ014 here (test_periodic.py covers them);
+    # version() takes nothing.
+    untested = {"schedule_maintenance", "unschedule_maintenance", "version"}
     covered = {name for name in public if any(f"jobq.{name}(" in case.sql for case in SQL_CASES.values())}
     assert public - untested - covered == set()
 

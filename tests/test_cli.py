@@ -150,9 +150,9 @@ def test_a_payload_that_is_not_json_exits_2(dsn: str) -> None:
 
 def test_cancel_and_retry(dsn: str, conn: Conn) -> None:
     job_id = ok("enqueue", "q", "{}", "--dsn", dsn).strip()
-    assert ok("cancel", job_id, "--dsn", dsn).strip() == f"job {job_id} cancelled"
+    assert ok("cancel", "--id", job_id, "--dsn", dsn).strip() == f"job {job_id} cancelled"
     assert status(conn, int(job_id)) == "cancelled"
-    again = cli("cancel", job_id, "--dsn", dsn)
+    again = cli("cancel", "--id", job_id, "--dsn", dsn)
     assert again.returncode == 1
     assert "not cancelled" in again.stderr
 

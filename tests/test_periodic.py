@@ -1,4 +1,4 @@
-"""Periodic jobs (jobq.every, backed by pg_cron).
+"""Periodic jobs (jobq.every), run by pg_cron or by the workers (jobq.run_schedules).
 
 The function pg_cron calls at every tick, jobq.enqueue_periodic(name), is
 tested directly: it deduplicates while a run is active (ready, scheduled or
@@ -126,13 +126,115 @@ def test_unknown_or_bad_names_raise_jq016(conn: Conn) -> None:
     assert count_live(conn, "periodic") == 0
 
 
-def test_every_without_pg_cron_raises_jq014_with_a_hint(conn: Conn) -> None:
+def test_without_pg_cron_every_hands_the_schedule_to_the_workers(conn: Conn) -> None:
     # The per-test databases are not cron.database_name: pg_cron cannot be created there.
     with pytest.raises(psycopg.Error) as raised:
-        conn.execute("SELECT jobq.every('nightly', '0 3 * * *', 'reports')")
+        conn.execute("SELECT jobq.every('nightly', '0 3 * * *', 'reports', runner => 'pg_cron')")
     assert raised.value.sqlstate == "JQ014"
     assert "pg_cron" in str(raised.value.diag.message_hint)
     assert scalar(conn, "SELECT count(*) FROM jobq.schedules") == 0, "nothing was registered"
+    assert scalar(conn, "SELECT jobq.every('nightly', '0 3 * * *', 'reports')") is None, "no pg_cron job id"
+    row = conn.execute("SELECT runner, next_run_at = date_trunc('day', now() AT TIME ZONE 'UTC' "
+                       "+ interval '21 hours') AT TIME ZONE 'UTC' + interval '3 hours', last_run_at "
+                       "FROM jobq.schedules WHERE name = 'nightly'").fetchone()
+    assert row == ("workers", True, None), "the workers run it, next at 03:00 UTC"
+
+
+# Worker-run schedules: jobq.run_schedules() -------------------------------------------------------
+
+def workers_schedule(conn: Conn, name: str, queue: str, *, due: str = "now() - interval '1 second'",
+                     schedule: str = "* * * * *") -> None:
+    """A worker-run schedule whose next tick is already due (the tests move it instead of waiting)."""
+    conn.execute("SELECT jobq.every(%s, %s, %s, %s, runner => 'workers')",
+                 (name, schedule, queue, Jsonb({"name": name})))
+    conn.execute(f"UPDATE jobq._periodic SET next_run_at = {due} WHERE name = %s", (name,))
+
+
+def test_cron_schedules_give_the_next_utc_tick(conn: Conn) -> None:
+    after = "2026-11-23 15:37:10+00"  # a Monday
+    cases = {
+        "* * * * *": "2026-11-23 15:38:00+00",
+        "*/15 * * * *": "2026-11-23 15:45:00+00",
+        "0 3 * * mon-fri": "2026-11-24 03:00:00+00",
+        "0 0 13 * 5": "2026-11-27 00:00:00+00",  # both day fields restricted: either matches (Friday 27th)
+        "30 2 1 jan,jul *": "2027-01-01 02:30:00+00",
+        "0 0 29 2 *": "2028-02-29 00:00:00+00",
+        "@monthly": "2026-12-01 00:00:00+00",
+        "@weekly": "2026-11-29 00:00:00+00",
+        "5-10/5 15 23 11 1": "2026-11-30 15:05:00+00",  # 15:05 and 15:10 of the 23rd are past: next Monday's
+        "0 12 * * 7": "2026-11-29 12:00:00+00",  # 7 is Sunday too
+    }
+    got = {schedule: str(scalar(conn, "SELECT jobq._cron_next(%s, %s)::text", (schedule, after)))
+           for schedule in cases}
+    assert got == cases
+    for bad in ("* * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8", "*/0 * * * *",
+                "5-1 * * * *", "a * * * *", "1,,2 * * * *", "0 0 30 2 *", "@often", "", "10 seconds"):
+        assert scalar(conn, "SELECT jobq._cron_next(%s, now())", (bad,)) is None, bad
+
+
+def test_a_due_tick_is_enqueued_once_and_the_next_is_the_first_after_now(conn: Conn) -> None:
+    workers_schedule(conn, "late", "lq", due="now() - interval '3 hours'")
+    next_at = scalar(conn, "SELECT jobq.run_schedules()")
+    assert scalar(conn, "SELECT count(*) FROM jobq._job WHERE queue = 'lq' AND job_key = 'every:late'") == 1
+    row = conn.execute("SELECT next_run_at > now(), next_run_at <= now() + interval '1 minute', "
+                       "last_run_at < now() - interval '2 hours', next_run_at = %s "
+                       "FROM jobq.schedules WHERE name = 'late'", (next_at,)).fetchone()
+    assert row == (True, True, True, True), "three hours of missed ticks ran once, late; the rest are skipped"
+    assert scalar(conn, "SELECT jobq.run_schedules() = %s", (next_at,)) is True
+    assert count_live(conn, "lq") == 1, "nothing was due any more"
+
+
+def test_run_schedules_leaves_pg_cron_schedules_alone(conn: Conn) -> None:
+    register(conn, "cron-run", "cq", {"n": 1})
+    assert scalar(conn, "SELECT jobq.run_schedules()") is None, "no worker-run schedule"
+    assert count_live(conn, "cq") == 0
+
+
+def test_a_tick_is_enqueued_exactly_once_however_many_sessions_race(conn: Conn, dsn: str) -> None:
+    sessions, rounds = 8, 5
+    for r in range(rounds):
+        workers_schedule(conn, f"race-{r}", f"race-{r}")
+    start = threading.Barrier(sessions)
+
+    def racer(stop: threading.Event) -> None:
+        with psycopg.connect(dsn, autocommit=True) as session:
+            start.wait()
+            for _ in range(3):
+                session.execute("SELECT jobq.run_schedules()")
+
+    threads = Threads()
+    for i in range(sessions):
+        threads.start(f"racer-{i}", racer)
+    threads.join()
+    for r in range(rounds):
+        # The first run is still ready: it holds the key, so no second copy either way; count ticks
+        # by the schedule instead, which moved on exactly once.
+        assert count_live(conn, f"race-{r}") == 1
+    moved = scalar(conn, "SELECT count(*) FROM jobq.schedules WHERE name LIKE 'race-%%' "
+                         "AND last_run_at < now() AND next_run_at > now()")
+    assert moved == rounds
+
+
+def test_each_tick_enqueues_a_new_run_once_the_last_is_done(conn: Conn) -> None:
+    workers_schedule(conn, "again", "aq")
+    conn.execute("SELECT jobq.run_schedules()")
+    job, token = claim_one(conn, "aq")
+    assert scalar(conn, "SELECT jobq.complete(%s, %s)", (job, token)) is True
+    conn.execute("UPDATE jobq._periodic SET next_run_at = now() - interval '1 second' WHERE name = 'again'")
+    conn.execute("SELECT jobq.run_schedules()")
+    second = scalar(conn, "SELECT id FROM jobq._job WHERE queue = 'aq'")
+    assert second is not None and second != job
+
+
+def test_a_tick_that_cannot_be_enqueued_is_skipped_with_a_warning(conn: Conn) -> None:
+    workers_schedule(conn, "too-big", "tb")
+    # A definition the live table refuses (an empty queue name), written past jobq's own checks.
+    conn.execute("UPDATE jobq._periodic SET queue = '' WHERE name = 'too-big'")
+    warnings: list[str] = []
+    conn.add_notice_handler(lambda d: warnings.append(str(d.message_primary)))
+    conn.execute("SELECT jobq.run_schedules()")
+    assert any("too-big" in w and "skipped" in w for w in warnings), warnings
+    assert scalar(conn, "SELECT next_run_at > now() FROM jobq._periodic WHERE name = 'too-big'") is True
 
 
 # pg_cron itself ------------------------------------------------------------------------------------

@@ -209,7 +209,7 @@ def test_every_inserting_path_notifies_its_queue_with_the_queue_name_only(conn: 
         assert one(other, "SELECT jobq.retry_dead('n-dead')") == 0
         assert notifications(conn) == [], "retry_dead that moved nothing is silent"
         other.execute("SELECT jobq._periodic_save('n-tick', '* * * * *', 'n-periodic', "
-                      "'{\"secret\": 2}', 0, NULL)")
+                      "'{\"secret\": 2}', 0, NULL, 'pg_cron')")
         other.execute("SELECT jobq.enqueue_periodic('n-tick')")
         assert notifications(conn) == ["n-periodic"], "enqueue_periodic"
         other.execute("SELECT jobq.enqueue_periodic('n-tick')")
