@@ -23,7 +23,22 @@
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.4.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.3.0 is installed.
 
-SET search_path TO pg_catalog, pg_temp;
+-- Resolve every unqualified operator and type below in pg_catalog only,
+-- whatever the upgrading session's search_path was, and leave that
+-- search_path as it was: under CREATE/ALTER EXTENSION the setting is local to
+-- the command (a plain SET here would outlive it, and the session's next
+-- CREATE TABLE would land in pg_catalog); under psql -f or pyqueue it is put
+-- back at the end of this file.
+DO $path$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    ELSE
+        PERFORM pg_catalog.set_config('jobq.caller_search_path', pg_catalog.current_setting('search_path'), false);
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
+    END IF;
+END
+$path$;
 
 DO $guard$
 BEGIN
@@ -1887,3 +1902,12 @@ GRANT EXECUTE ON FUNCTION
     jobq._pg_cron_installed()
 TO jobq_admin;
 GRANT SELECT ON jobq._key_done, jobq._taken TO jobq_admin;
+
+-- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
+DO $path$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', pg_catalog.current_setting('jobq.caller_search_path'), false);
+    END IF;
+END
+$path$;

@@ -42,8 +42,21 @@
 ---------------------------------------------------------------------------
 
 -- Resolve every unqualified operator and type below in pg_catalog only,
--- whatever the installing session's search_path was.
-SET search_path TO pg_catalog, pg_temp;
+-- whatever the installing session's search_path was, and leave that
+-- search_path as it was: under CREATE/ALTER EXTENSION the setting is local to
+-- the command (a plain SET here would outlive it, and the session's next
+-- CREATE TABLE would land in pg_catalog); under psql -f or pyqueue it is put
+-- back at the end of this file.
+DO $path$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    ELSE
+        PERFORM pg_catalog.set_config('jobq.caller_search_path', pg_catalog.current_setting('search_path'), false);
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
+    END IF;
+END
+$path$;
 
 CREATE SCHEMA jobq;
 COMMENT ON SCHEMA jobq IS 'jobq: a job queue inside PostgreSQL. Public API: functions and views without a leading underscore.';
@@ -2930,3 +2943,12 @@ GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules TO jobq_admin
 GRANT EXECUTE ON FUNCTION jobq._settings(text) TO jobq_admin;
 GRANT SELECT ON jobq._job, jobq._job_archive, jobq._queue, jobq._migration, jobq._periodic, jobq._rate_start,
     jobq._counter, jobq._key_done, jobq._taken TO jobq_admin;
+
+-- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
+DO $path$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', pg_catalog.current_setting('jobq.caller_search_path'), false);
+    END IF;
+END
+$path$;

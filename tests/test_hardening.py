@@ -11,8 +11,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
+from pytest_postgresql.executors import PostgreSQLExecutor
 
-from tests.chaos_support import drop_login_role
+from tests.chaos_support import drop_login_role, install_script
+from tests.conftest import proc_dsn
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -209,3 +211,26 @@ def test_views_say_null_and_zero_as_documented(conn: Conn) -> None:
     row = conn.execute(
         "SELECT updated_at, concurrency, rate_limit FROM jobq.queues WHERE queue = 'v'").fetchone()
     assert row == (None, 0, 0), "never configured; 0 = no limit, as configure_queue takes it"
+
+
+# --- installing leaves the session as it was ---------------------------------------------------------
+
+def test_the_install_script_gives_the_callers_search_path_back(postgresql_proc: PostgreSQLExecutor) -> None:
+    """psql -f / \\i / pyqueue install run the script in the reader's session: its own
+    search_path (pg_catalog first, for safety) must not outlive it, or the reader's next
+    CREATE TABLE lands in pg_catalog. (CREATE EXTENSION: tests/test_docs.py.)"""
+    admin_dsn = proc_dsn(postgresql_proc, "postgres")
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS search_path_kept WITH (FORCE)")
+        admin.execute("CREATE DATABASE search_path_kept")
+    try:
+        with psycopg.connect(proc_dsn(postgresql_proc, "search_path_kept"), autocommit=True) as session:
+            session.execute("SET search_path = app, public")
+            session.execute(install_script().encode())
+            assert scalar(session, "SHOW search_path") == "app, public"
+            session.execute("CREATE TABLE orders (id int)")
+            assert scalar(session, "SELECT relnamespace::regnamespace::text FROM pg_class "
+                                   "WHERE relname = 'orders'") == "public"
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS search_path_kept WITH (FORCE)")
