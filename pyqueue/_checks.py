@@ -127,9 +127,9 @@ def payload(value: object, name: str = "payload", error: type[InvalidArgument] =
                       "A payload holds dicts with str keys, lists, str, int, finite float, bool and None; "
                       "convert other values (e.g. datetime.isoformat(), str(uuid)) first.") from None
     _check_keys(value, name, error)
-    if found := _JSON_NUL.search(encoded):
+    if "\\u0000" in encoded and (found := _JSON_NUL.search(encoded)):
         raise refuse(error, f"{name} contains a NUL character (\\u0000) after "
-                      f"{_before(encoded, found.end())!r}",
+                      f"{_before(encoded, found.start())!r}",
                       "PostgreSQL's jsonb cannot hold \\u0000 in strings: remove it or encode the data "
                       "(e.g. base64).")
     try:

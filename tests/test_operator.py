@@ -291,6 +291,11 @@ def test_cli_enqueue_with_timeout_and_unique_for(dsn: str, conn: Conn) -> None:
     assert cli("enqueue", "digest", "{}", "--timeout", "0", "--dsn", dsn).returncode == 2
     too_long = cli("enqueue", "digest", "{}", "--timeout", "172800", "--dsn", dsn)
     assert too_long.returncode == 2 and "timeout" in too_long.stderr
+    nan = cli("enqueue", "digest", '{"x": NaN}', "--dsn", dsn)  # Python's json reads NaN: jobq refuses it
+    assert nan.returncode == 2 and "error: jobq: payload cannot be sent as JSON" in nan.stderr
+    huge = cli("enqueue", "digest", "{}", "--priority", str(2**40), "--dsn", dsn)
+    assert huge.returncode == 2 and "priority" in huge.stderr and "Traceback" not in huge.stderr
+    assert scalar(conn, "SELECT count(*) FROM jobq._job WHERE queue = 'digest'") == 0  # none added
 
 
 def test_cli_stats_json_says_null_when_nothing_is_ready(dsn: str, conn: Conn) -> None:
