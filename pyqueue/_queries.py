@@ -155,15 +155,6 @@ JOB_COLUMNS = (
 JOB_COLUMNS_SINCE_0_2 = ("group_key",)  # absent when the database still runs jobq 0.1
 
 
-def seconds_to_interval(value: timedelta | float, name: str) -> timedelta:
-    """A duration given as a timedelta or as seconds, as a timedelta."""
-    duration = check.seconds(value, name, InvalidInterval)
-    if duration is None:
-        raise check.refuse(InvalidInterval, f"{name} must not be None",
-                           f"Pass {name} as a timedelta or seconds.")
-    return duration
-
-
 def schedule_params(delay: timedelta | float | None, run_at: datetime | None) -> dict[str, Any]:
     """The run_at/delay query parameters; delay and run_at exclude each other."""
     if delay is not None and run_at is not None:
@@ -425,8 +416,3 @@ def printable(text: str) -> str:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
-
-
-def ids_and_tokens(pairs: Sequence[tuple[int, UUID]]) -> tuple[list[int], list[UUID]]:
-    return [p[0] for p in pairs], [p[1] for p in pairs]
-
