@@ -54,12 +54,12 @@ def integer(
         return None
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise refuse(error, f"{name} must be an integer, got {type(value).__name__} {_shown(value)}",
-                      hint or f"Pass {name} as an int (bools and floats are not integers).")
+                     hint or f"Pass {name} as an int (bools and floats are not integers).")
     number = operator.index(cast(SupportsIndex, value))
     bound = 2 ** (bits - 1)
     if not -bound <= number < bound:
         raise refuse(error, f"{name} {number} is out of range",
-                      hint or f"{name} must fit in a {bits}-bit integer ({-bound}..{bound - 1}).")
+                     hint or f"{name} must fit in a {bits}-bit integer ({-bound}..{bound - 1}).")
     return number
 
 
@@ -69,7 +69,7 @@ def text(value: object, name: str, error: type[InvalidArgument]) -> str | None:
         return None
     if not isinstance(value, str):
         raise refuse(error, f"{name} must be a string, got {type(value).__name__} {_shown(value)}",
-                      f"Pass {name} as a str.")
+                     f"Pass {name} as a str.")
     _check_characters(value, name, error)
     return value
 
@@ -77,14 +77,14 @@ def text(value: object, name: str, error: type[InvalidArgument]) -> str | None:
 def _check_characters(value: str, name: str, error: type[InvalidArgument]) -> None:
     if "\x00" in value:
         raise refuse(error, f"{name} contains a NUL character (\\x00) at index {value.index(chr(0))}",
-                      "PostgreSQL text cannot hold NUL characters: remove them or encode the data "
-                      "(e.g. base64).")
+                     "PostgreSQL text cannot hold NUL characters: remove them or encode the data "
+                     "(e.g. base64).")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise refuse(error, f"{name} contains a lone surrogate ({value[exc.start]!r}) at index {exc.start}",
-                      "Only valid Unicode can be stored: decode bytes with errors='replace' or fix the "
-                      "source of the string.") from None
+                     "Only valid Unicode can be stored: decode bytes with errors='replace' or fix the "
+                     "source of the string.") from None
 
 
 def texts(
@@ -95,7 +95,7 @@ def texts(
         return None
     if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         raise refuse(error, f"{name} must be a list of strings, got {type(values).__name__}",
-                      f"Pass {name} as a list.")
+                     f"Pass {name} as a list.")
     return [text(value, f"{name}[{i}]", error) for i, value in enumerate(values, start=1)]
 
 
@@ -105,7 +105,7 @@ def queues(value: object, error: type[InvalidArgument]) -> str | list[str | None
         return text(value, "queue", error)
     if not isinstance(value, Sequence):
         raise refuse(error, f"queue must be a queue name or a list of them, got {type(value).__name__}",
-                      "Pass a str, or a list of str to claim from several queues.")
+                     "Pass a str, or a list of str to claim from several queues.")
     return texts(value, "queues", error)
 
 
@@ -118,27 +118,27 @@ def payload(value: object, name: str = "payload", error: type[InvalidArgument] =
         encoded = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except RecursionError:
         raise refuse(error, f"{name} is nested too deeply for Python's json module",
-                      "Flatten the payload (PostgreSQL's jsonb allows deeper nesting from SQL).") from None
+                     "Flatten the payload (PostgreSQL's jsonb allows deeper nesting from SQL).") from None
     except (TypeError, ValueError) as exc:
         reason = str(exc)
         if "float" in reason:
             reason = "NaN and Infinity are not JSON numbers"
         raise refuse(error, f"{name} cannot be sent as JSON: {reason}",
-                      "A payload holds dicts with str keys, lists, str, int, finite float, bool and None; "
-                      "convert other values (e.g. datetime.isoformat(), str(uuid)) first.") from None
+                     "A payload holds dicts with str keys, lists, str, int, finite float, bool and None; "
+                     "convert other values (e.g. datetime.isoformat(), str(uuid)) first.") from None
     _check_keys(value, name, error)
     if "\\u0000" in encoded and (found := _JSON_NUL.search(encoded)):
         raise refuse(error, f"{name} contains a NUL character (\\u0000) after "
-                      f"{_before(encoded, found.start())!r}",
-                      "PostgreSQL's jsonb cannot hold \\u0000 in strings: remove it or encode the data "
-                      "(e.g. base64).")
+                     f"{_before(encoded, found.start())!r}",
+                     "PostgreSQL's jsonb cannot hold \\u0000 in strings: remove it or encode the data "
+                     "(e.g. base64).")
     try:
         encoded.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise refuse(error, f"{name} contains a lone surrogate ({encoded[exc.start]!r}) after "
-                      f"{_before(encoded, exc.start)!r}",
-                      "Only valid Unicode can be stored: decode bytes with errors='replace' or fix the "
-                      "source of the string.") from None
+                     f"{_before(encoded, exc.start)!r}",
+                     "Only valid Unicode can be stored: decode bytes with errors='replace' or fix the "
+                     "source of the string.") from None
     return Jsonb(encoded, dumps=_as_is)
 
 
@@ -150,7 +150,7 @@ def _before(encoded: str, end: int) -> str:
 def payloads(values: object, name: str = "payloads") -> list[Jsonb]:
     if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence):
         raise refuse(InvalidPayload, f"{name} must be a list of payloads, got {type(values).__name__}",
-                      "Pass a list of dicts, one per job.")
+                     "Pass a list of dicts, one per job.")
     return [payload(value, f"{name}[{i}]") for i, value in enumerate(values, start=1)]
 
 
@@ -167,8 +167,8 @@ def _check_keys(value: object, name: str, error: type[InvalidArgument]) -> None:
             for key, child in item.items():
                 if not isinstance(key, str):
                     raise refuse(error, f"{name} has a key that is not a string: {_shown(key)}",
-                                  "JSON object keys are strings and json would silently change this one "
-                                  "(1 -> \"1\", True -> \"true\"): convert it yourself, e.g. str(key).")
+                                 "JSON object keys are strings and json would silently change this one "
+                                 "(1 -> \"1\", True -> \"true\"): convert it yourself, e.g. str(key).")
                 stack.append(child)
         elif isinstance(item, list | tuple):
             stack.extend(item)
@@ -184,7 +184,7 @@ def lease_token(value: object, name: str = "lease_token") -> UUID | None:
         except ValueError:
             pass
     raise refuse(MissingLease, f"{name} is not a UUID: {_shown(value)}",
-                  "Pass the job's lease_token exactly as claim() returned it.")
+                 "Pass the job's lease_token exactly as claim() returned it.")
 
 
 def job_id(value: object, name: str = "id") -> int | None:
@@ -197,18 +197,16 @@ def seconds(value: object, name: str, error: type[InvalidArgument]) -> timedelta
     """A duration: a timedelta, or a finite number of seconds (None passes)."""
     if value is None or isinstance(value, timedelta):
         return value
+    example = f"For example {name}=timedelta(minutes=5) or {name}=300."
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise refuse(error, f"{name} must be a timedelta or a number of seconds, got "
-                      f"{type(value).__name__} {_shown(value)}", f"For example {name}=timedelta(minutes=5) "
-                      f"or {name}=300.")
+        kind = f"{type(value).__name__} {_shown(value)}"
+        raise refuse(error, f"{name} must be a timedelta or a number of seconds, got {kind}", example)
     if not math.isfinite(value):
-        raise refuse(error, f"{name} must be a finite number of seconds, got {value!r}",
-                      f"For example {name}=timedelta(minutes=5) or {name}=300.")
+        raise refuse(error, f"{name} must be a finite number of seconds, got {value!r}", example)
     try:
         return timedelta(seconds=value)
     except OverflowError:
-        raise refuse(error, f"{name} of {value!r} seconds is too long to be a duration",
-                      f"For example {name}=timedelta(minutes=5) or {name}=300.") from None
+        raise refuse(error, f"{name} of {value!r} seconds is too long to be a duration", example) from None
 
 
 def delay(value: object, name: str = "delay") -> timedelta | None:
@@ -218,10 +216,10 @@ def delay(value: object, name: str = "delay") -> timedelta | None:
         return None
     if duration < timedelta(0):
         raise refuse(InvalidTime, f"{name} must not be negative, got {duration}",
-                      f"Pass {name}=0 to run now, or run_at= for a time in the past.")
+                     f"Pass {name}=0 to run now, or run_at= for a time in the past.")
     if duration > MAX_DELAY:
         raise refuse(InvalidTime, f"{name} of {duration.days} days is beyond any time PostgreSQL can hold",
-                      "Pass a shorter delay (jobq accepts run times within 10 years).")
+                     "Pass a shorter delay (jobq accepts run times within 10 years).")
     return duration
 
 
@@ -231,10 +229,10 @@ def moment(value: object, name: str) -> datetime | None:
         return None
     if not isinstance(value, datetime):
         raise refuse(InvalidTime, f"{name} must be a datetime, got {type(value).__name__} {_shown(value)}",
-                      "Pass a timezone-aware datetime, e.g. datetime.now(timezone.utc) + timedelta(hours=1).")
+                     "Pass a timezone-aware datetime, e.g. datetime.now(timezone.utc) + timedelta(hours=1).")
     if value.tzinfo is None or value.utcoffset() is None:
         raise refuse(InvalidTime, f"{name} must be timezone-aware, got {value.isoformat()}",
-                      "Attach a time zone, e.g. datetime.now(timezone.utc) or value.replace(tzinfo=...).")
+                     "Attach a time zone, e.g. datetime.now(timezone.utc) or value.replace(tzinfo=...).")
     return value
 
 
@@ -244,7 +242,7 @@ def real(value: object, name: str, error: type[InvalidArgument]) -> float | None
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise refuse(error, f"{name} must be a number, got {type(value).__name__} {_shown(value)}",
-                      f"Pass {name} as a float.")
+                     f"Pass {name} as a float.")
     if not math.isfinite(value):
         raise refuse(error, f"{name} must be a finite number, got {value!r}",
                      f"Pass {name} as a finite float.")
