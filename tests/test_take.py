@@ -109,8 +109,11 @@ def test_take_reports_bad_input_with_typed_errors(conn: Conn) -> None:
         pass
 
 
-def test_periodic_jobs_need_pg_cron(conn: Conn) -> None:
+def test_periodic_jobs_run_by_pg_cron_need_pg_cron(conn: Conn) -> None:
     with pytest.raises(pyqueue.PgCronMissing) as raised:
-        pyqueue.every(conn, "nightly", "0 3 * * *", "reports", {"kind": "daily"})
+        pyqueue.every(conn, "nightly", "0 3 * * *", "reports", {"kind": "daily"}, runner="pg_cron")
     assert raised.value.hint is not None and "pg_cron" in raised.value.hint
     assert pyqueue.schedules(conn) == []
+    # Without a runner, jobq 0.4 hands the schedule to the workers where pg_cron is missing.
+    assert pyqueue.every(conn, "nightly", "0 3 * * *", "reports", {"kind": "daily"}) is None
+    assert [(s.name, s.runner) for s in pyqueue.schedules(conn)] == [("nightly", "workers")]
