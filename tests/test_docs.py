@@ -56,7 +56,8 @@ class PsqlSession:
             text=True, bufsize=1, env={**os.environ, "PAGER": "cat", "PSQL_PAGER": "cat"},
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -100,6 +101,9 @@ class PsqlSession:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.reader.join(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def block_env(url: str) -> dict[str, str]:
