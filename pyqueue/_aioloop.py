@@ -20,12 +20,15 @@ from typing import Any
 import psycopg
 
 from pyqueue import _queries as q
+from pyqueue._auth import raise_if_fatal
 from pyqueue._db import aclaimed_rows, ascalar, atuples, undecodable
 from pyqueue._loop import connection_kwargs, lost_connection
+from pyqueue._schedules import ScheduleTimer, arun_due
 from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
+from pyqueue._timeouts import timeout_error
 from pyqueue.defaults import FOLLOWER_DELAY, LISTEN_APPLICATION_NAME, REAP_BATCH
 from pyqueue.errors import translate_errors
-from pyqueue.job import AsyncJob, JobRecord
+from pyqueue.job import AsyncJob, JobRecord, log_failed
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -185,6 +188,8 @@ class Consumer:
         work: DedicatedConnection,
         heartbeat: DedicatedConnection,
         claim_queues: Sequence[str] | None = None,
+        run_schedules: bool = False,
+        ack_at_once: bool = False,
     ) -> None:
         self.dsn = dsn
         self.queues = list(queues)  # listened to, and asked next_run_at for
@@ -208,6 +213,10 @@ class Consumer:
         self._poked = asyncio.Event()
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
+        self.schedules = ScheduleTimer(run_schedules)
+        self.ack_at_once = ack_at_once  # flush each completion or failure at once (the plain iterator)
+        self._timers: dict[int, asyncio.TimerHandle] = {}  # execution timeouts of the iterator's jobs
+        self._expiring: set[asyncio.Task[bool]] = set()
 
     def complete_later(self, job: JobRecord) -> None:
         self.acks.complete_later(job)
@@ -217,6 +226,31 @@ class Consumer:
 
     def release_later(self, job: JobRecord) -> None:
         self.acks.release_later(job)
+
+    async def after_ack(self) -> None:
+        """Called by ``async with job:`` after it acknowledged the job: the plain
+        iterator sends the acknowledgement at once."""
+        if self.ack_at_once:
+            await self.flush()
+
+    def watch(self, job: JobRecord) -> None:
+        """The plain iterator handed ``job`` out: fail it when its timeout
+        passes while it is still in the caller's hands (jobq 0.4)."""
+        if job.timeout is not None:
+            self._timers[job.id] = asyncio.get_running_loop().call_later(
+                job.timeout.total_seconds(), self._expire, job, timeout_error(job.timeout))
+
+    def unwatch(self, job: JobRecord) -> None:
+        if (timer := self._timers.pop(job.id, None)) is not None:
+            timer.cancel()
+
+    def _expire(self, job: JobRecord, error: str) -> None:
+        self._timers.pop(job.id, None)
+        if self.acks.fail_later(job, error):
+            log_failed(job, error)
+            task = asyncio.create_task(self.flush())
+            self._expiring.add(task)
+            task.add_done_callback(self._expiring.discard)
 
     def poke(self) -> None:
         """Wake ``wait()``; the wake-up stays pending until ``unpoke()``."""
@@ -248,6 +282,7 @@ class Consumer:
         try:
             await self._ensure_listening()
         except psycopg.OperationalError as error:
+            raise_if_fatal(error)
             if not self._listen_warned:
                 logger.warning("cannot LISTEN (%s); polling every %.1f s meanwhile",
                                str(error).strip() or type(error).__name__, self.poll_interval)
@@ -280,6 +315,7 @@ class Consumer:
             await self.work.reset()
 
     async def connection_lost(self, error: psycopg.Error) -> None:
+        raise_if_fatal(error)  # a wrong password or a missing grant: reconnecting will not help
         delay = self._backoff.next_delay()
         if lost_connection(error):
             logger.warning("database connection lost (%s); reconnecting in %.1f s",
@@ -327,6 +363,14 @@ class Consumer:
             self._backoff.reset()
 
     async def maybe_reap(self) -> None:
+        """jobq.reap() when due; also jobq.run_schedules() (see pyqueue._schedules)."""
+        if self.schedules.due():
+            try:
+                async with self.work.connection() as conn:
+                    await arun_due(self.schedules, conn)
+            except psycopg.Error as error:
+                if self.schedules.error(error):
+                    await self._reset_if_lost(error)
         if not self._reaps.due():
             return
         self._reaps.restart()
@@ -335,6 +379,7 @@ class Consumer:
                 with translate_errors():
                     reaped = int(await ascalar(conn, q.REAP, (REAP_BATCH,)))
         except psycopg.Error as error:
+            raise_if_fatal(error)
             logger.warning("jobq.reap() failed: %s", error)
             await self._reset_if_lost(error)
             return
@@ -420,7 +465,8 @@ class Consumer:
             self._next_due = math.inf if next_in is None else time.monotonic() + next_in
         work_at = min(self._poll_at, self._next_due)
         now = time.monotonic()
-        timeout = min(work_at - now, self._reaps.seconds_left(), self.acks.seconds_until_due())
+        timeout = min(work_at - now, self._reaps.seconds_left(), self.acks.seconds_until_due(),
+                      self.schedules.seconds_left())
         notified = False
         if not (self.stop.is_set() or self._poked.is_set() or timeout <= 0):
             waiters: list[asyncio.Task[Any]] = [
@@ -449,6 +495,11 @@ class Consumer:
         return False
 
     async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        if self._expiring:
+            await asyncio.gather(*self._expiring, return_exceptions=True)
         try:
             if not await self.flush() and not await self.flush():
                 logger.warning("%d acknowledgement(s) could not be sent: those jobs will run "

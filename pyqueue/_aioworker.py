@@ -16,16 +16,19 @@ from typing import Literal, TypeVar, overload
 import psycopg
 
 from pyqueue import _queries as q
+from pyqueue import _settings
 from pyqueue._aioloop import Consumer, DedicatedConnection, stop_on_signals
+from pyqueue._auth import fatal_error
 from pyqueue._intx import AsyncTxHandler, arun_batch
-from pyqueue._listen import check_settings
 from pyqueue._state import Backoff
+from pyqueue._timeouts import run_supervised
 from pyqueue.defaults import (
     BATCH_SIZE,
     CONCURRENCY,
     HEARTBEAT_APPLICATION_NAME,
     POLL_INTERVAL,
     REAP_INTERVAL,
+    SHUTDOWN_TIMEOUT,
     TX_PARALLEL_AFTER,
     WORKER_APPLICATION_NAME,
 )
@@ -47,11 +50,14 @@ class Settings:
     use_listen: bool
     worker_name: str
     reap_interval: float | None
+    shutdown_timeout: float | None = SHUTDOWN_TIMEOUT
+    run_schedules: bool = True
 
     def connection(self, application_name: str = WORKER_APPLICATION_NAME) -> DedicatedConnection:
         return DedicatedConnection(self.dsn, application_name, prepare=self.use_listen)
 
-    def consumer(self, stop: asyncio.Event, claim_queues: list[str] | None = None) -> Consumer:
+    def consumer(self, stop: asyncio.Event, claim_queues: list[str] | None = None, *,
+                 ack_at_once: bool = False) -> Consumer:
         return Consumer(
             self.dsn,
             self.queues,
@@ -64,6 +70,8 @@ class Settings:
             stop=stop,
             work=self.connection(),
             heartbeat=self.connection(HEARTBEAT_APPLICATION_NAME),
+            run_schedules=self.run_schedules,
+            ack_at_once=ack_at_once,
         )
 
 
@@ -115,6 +123,15 @@ class AsyncWorker:
 
     An in-transaction batch holds one of the ``concurrency`` slots for its
     whole length, on a connection of its own.
+
+    Settings are checked as :class:`pyqueue.Worker` checks them. Each
+    leased job's handler runs in a task of its own: when the job's
+    execution timeout passes (jobq 0.4) the task is cancelled and the job
+    failed with ``JobTimeout`` (retried like any failure); after a stop,
+    handlers still running ``shutdown_timeout`` seconds later (default 30;
+    None: no limit) are cancelled and their jobs failed with "shutdown
+    timeout" (the attempt counts). Periodic jobs run by workers
+    (``run_schedules``) and authentication errors: as for ``Worker``.
     """
 
     def __init__(
@@ -123,21 +140,29 @@ class AsyncWorker:
         *,
         concurrency: int = CONCURRENCY,
         batch_size: int = BATCH_SIZE,
-        lease: timedelta | None = None,
-        poll_interval: float = POLL_INTERVAL,
+        lease: timedelta | float | None = None,
+        poll_interval: float | timedelta = POLL_INTERVAL,
         use_listen: bool = True,
         name: str | None = None,
-        reap_interval: float | None = REAP_INTERVAL,
+        reap_interval: float | timedelta | None = REAP_INTERVAL,
+        shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
+        run_schedules: bool = True,
     ) -> None:
-        check_settings(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency)
+        checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency,
+                                  lease=lease, reap_interval=reap_interval, shutdown_timeout=shutdown_timeout,
+                                  use_listen=use_listen, name=name, run_schedules=run_schedules)
+        if not isinstance(dsn, str):
+            raise TypeError(f"dsn must be a connection string (str), got {type(dsn).__name__}")
         self.dsn = dsn
-        self.concurrency = concurrency
-        self.batch_size = batch_size
-        self.lease = lease
-        self.poll_interval = poll_interval
-        self.use_listen = use_listen
-        self.name = name or q.default_worker_name()
-        self.reap_interval = reap_interval
+        self.concurrency = checked.concurrency
+        self.batch_size = checked.batch_size
+        self.lease = checked.lease
+        self.poll_interval = checked.poll_interval
+        self.use_listen = checked.use_listen
+        self.name = checked.name or q.default_worker_name()
+        self.reap_interval = checked.reap_interval
+        self.shutdown_timeout = checked.shutdown_timeout
+        self.run_schedules = checked.run_schedules
         self._handlers: dict[str, AsyncHandler] = {}
         self._tx_handlers: dict[str, AsyncTxHandler] = {}
         self._order: list[str] = []
@@ -196,7 +221,7 @@ class AsyncWorker:
             raise RuntimeError("an AsyncWorker runs once: make a new one to run again")
         self._running = True
         settings = Settings(self.dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
-                            self.name, self.reap_interval)
+                            self.name, self.reap_interval, self.shutdown_timeout, self.run_schedules)
         slots = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task[None]] = set()
         with stop_on_signals(handle_signals, self._stop):
@@ -259,8 +284,8 @@ class AsyncWorker:
             if self._stop.is_set():
                 consumer.release_later(job)
                 return
-            async with job:
-                await self._handlers[job.queue](job)
+            await run_supervised(job, self._handlers[job.queue], stop=self._stop,
+                                 grace=self.shutdown_timeout, acker=consumer)
 
     # --- in-transaction queues
     def _batch_startable(self) -> bool:
@@ -301,6 +326,11 @@ class AsyncWorker:
                         self._tx_wanted[queue] = True  # a full, slow batch: one more in parallel helps
                         consumer.poke()
         except psycopg.OperationalError as error:
+            if fatal_error(error):
+                logger.error("batch of queue %r failed, stopping the worker: %s", queue, error)
+                self._fatal = error
+                self._stop.set()
+                return
             delay = self._tx_backoff.next_delay()
             logger.warning("batch of queue %r failed (%s); the jobs are back; trying again in %.1f s",
                            queue, str(error).strip() or type(error).__name__, delay)

@@ -29,7 +29,7 @@ from psycopg.pq import TransactionStatus
 from pyqueue import _queries as q
 from pyqueue._db import aclaimed_rows, ascalar, claimed_rows, scalar, undecodable
 from pyqueue.errors import translate_errors
-from pyqueue.job import AsyncTxJob, TxJob
+from pyqueue.job import AsyncTxJob, TxJob, log_failed, summary
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -42,8 +42,7 @@ ABORTED = "the handler returned normally but left its transaction aborted (a dat
 
 
 def _log_failure(job: TxJob | AsyncTxJob, exc: BaseException | None, error: str) -> None:
-    logger.error("job %d of queue %r failed (attempt %d of %d)%s", job.id, job.queue, job.attempts,
-                 job.max_attempts, "" if exc is not None else f": {error}", exc_info=exc)
+    log_failed(job, summary(exc) if exc is not None else error, exc)
 
 
 def _failed_statement(error: psycopg.Error) -> bool:

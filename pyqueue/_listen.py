@@ -15,6 +15,7 @@ from typing import Literal, overload
 
 import psycopg
 
+from pyqueue import _settings
 from pyqueue._intx import TxHandler, run_batch
 from pyqueue._loop import (
     Consumer,
@@ -24,11 +25,13 @@ from pyqueue._loop import (
     stop_on_signals,
 )
 from pyqueue._queries import default_worker_name
+from pyqueue._settings import queue_list
 from pyqueue.defaults import (
     BATCH_SIZE,
     HEARTBEAT_APPLICATION_NAME,
     POLL_INTERVAL,
     REAP_INTERVAL,
+    SHUTDOWN_TIMEOUT,
     WORKER_APPLICATION_NAME,
 )
 from pyqueue.job import Job
@@ -38,20 +41,9 @@ logger = logging.getLogger("pyqueue.worker")
 Handler = Callable[[Job], object]
 
 
-def queue_list(queues: str | Sequence[str]) -> list[str]:
-    names = [queues] if isinstance(queues, str) else list(queues)
-    if not names:
-        raise ValueError("give at least one queue")
-    return names
-
-
 def check_settings(*, batch_size: int, poll_interval: float, concurrency: int = 1) -> None:
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    if not poll_interval > 0:
-        raise ValueError(f"poll_interval must be a positive number of seconds, got {poll_interval}")
+    """The older check of three settings (kept for callers); see pyqueue._settings."""
+    _settings.check(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency)
 
 
 class JobIterator:
@@ -61,24 +53,38 @@ class JobIterator:
 
     * ``with job:`` around the work completes it when the block ends
       normally, and fails it with the full traceback when the block raises
-      (the exception is logged and swallowed, so the loop goes on);
+      (the exception is logged and swallowed, so the loop goes on); either
+      way the acknowledgement is sent at once, as the block ends;
     * or call ``job.complete()``, ``job.fail(error)`` or ``job.release()``;
     * a job left unacknowledged when the loop asks for the next one is
-      completed (the loop body finished without raising);
-    * a job still unacknowledged when the iterator is closed (``break``, an
-      exception escaping the loop, ``close()``, the ``with`` block ending)
-      is released: it runs again, without spending an attempt.
+      completed (the loop body finished without raising), before the next
+      job is handed out;
+    * a job still unacknowledged when the iterator is closed is released:
+      it runs again, without spending an attempt.
 
-    Use it as a context manager so it closes deterministically::
+    The iterator is closed, releasing the jobs it claimed but never handed
+    out (no attempt spent) and closing its connections, by ``close()``, by
+    the end of a ``with`` block around it, and when the loop abandons it:
+    ``for job in pyqueue.listen(...)`` followed by ``break``, a ``return``
+    or an exception escaping the loop frees the iterator at once (nothing
+    in it refers back to it, so CPython does not wait for the garbage
+    collector). An iterator kept in a variable lives as long as the
+    variable: close it, or better, use it as a context manager::
 
         with pyqueue.listen(dsn, "emails") as jobs:
             for job in jobs:
                 with job:
                     send(job.payload)
 
-    Completions are sent in batches; jobs claimed but not yet yielded are
-    released when the iterator stops. ``stop()`` (or SIGTERM/SIGINT, or the
-    ``stop`` event) ends the iteration after the current job.
+    ``stop()`` (or SIGTERM/SIGINT, or the ``stop`` event) ends the iteration
+    after the current job.
+
+    Timeouts (jobq 0.4): a job with an execution timeout that is still in
+    your hands when it runs out is failed at once, ``JobTimeout`` recorded
+    (an attempt spent), and no longer heart-beaten; what the loop body does
+    with it afterwards is discarded. After a stop, a job still in your hands
+    ``shutdown_timeout`` seconds later is failed the same way ("shutdown
+    timeout") and the jobs held but not handed out are released.
     """
 
     def __init__(
@@ -87,26 +93,53 @@ class JobIterator:
         queues: Sequence[str],
         *,
         batch_size: int,
-        lease: timedelta | None,
-        poll_interval: float,
+        lease: timedelta | float | None,
+        poll_interval: float | timedelta,
         use_listen: bool,
         worker_name: str | None,
         stop: threading.Event | None,
         handle_signals: bool,
-        reap_interval: float | None,
+        reap_interval: float | timedelta | None,
+        shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
+        run_schedules: bool = True,
+        ack_at_once: bool = True,
     ) -> None:
-        check_settings(batch_size=batch_size, poll_interval=poll_interval)
+        checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval, lease=lease,
+                                  reap_interval=reap_interval, shutdown_timeout=shutdown_timeout,
+                                  use_listen=use_listen, name=worker_name, name_argument="worker_name",
+                                  run_schedules=run_schedules)
+        _settings.flag("handle_signals", handle_signals)
+        _settings.instance("stop", stop, threading.Event, "a threading.Event")
         self.dsn = dsn
         self.queues = list(queues)
-        self.batch_size = batch_size
-        self.lease = lease
-        self.poll_interval = poll_interval
-        self.use_listen = use_listen
-        self.worker_name = worker_name or default_worker_name()
+        self.batch_size = checked.batch_size
+        self.lease = checked.lease
+        self.poll_interval = checked.poll_interval
+        self.use_listen = checked.use_listen
+        self.worker_name = checked.name or default_worker_name()
         self.handle_signals = handle_signals
-        self.reap_interval = reap_interval
+        self.reap_interval = checked.reap_interval
+        self.shutdown_timeout = checked.shutdown_timeout
         self._wakeup = Wakeup(stop)
-        self._jobs = self._generate()
+        prepare = self.use_listen
+        self._consumer = Consumer(
+            self.dsn,
+            self.queues,
+            lease=self.lease,
+            poll_interval=self.poll_interval,
+            use_listen=self.use_listen,
+            worker_name=self.worker_name,
+            reap_interval=self.reap_interval,
+            wakeup=self._wakeup,
+            work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=prepare),
+            heartbeat=DedicatedConnection(self.dsn, HEARTBEAT_APPLICATION_NAME, prepare=prepare),
+            shutdown_timeout=self.shutdown_timeout,
+            run_schedules=checked.run_schedules,
+            ack_at_once=ack_at_once,
+        )
+        # The generator gets what it needs, not the iterator: no reference
+        # cycle, so dropping the iterator closes the generator at once.
+        self._jobs = _generate(self._consumer, self._wakeup, self.batch_size, handle_signals)
 
     def __iter__(self) -> JobIterator:
         return self
@@ -137,31 +170,19 @@ class JobIterator:
     ) -> None:
         self.close()
 
-    def _consumer(self) -> Consumer:
-        prepare = self.use_listen
-        return Consumer(
-            self.dsn,
-            self.queues,
-            lease=self.lease,
-            poll_interval=self.poll_interval,
-            use_listen=self.use_listen,
-            worker_name=self.worker_name,
-            reap_interval=self.reap_interval,
-            wakeup=self._wakeup,
-            work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=prepare),
-            heartbeat=DedicatedConnection(self.dsn, HEARTBEAT_APPLICATION_NAME, prepare=prepare),
-        )
 
-    def _generate(self) -> Generator[Job, None, None]:
-        wakeup = self._wakeup
-        with stop_on_signals(self.handle_signals, wakeup):
-            consumer = self._consumer()
+def _generate(consumer: Consumer, wakeup: Wakeup, batch_size: int,
+              handle_signals: bool) -> Generator[Job, None, None]:
+    """The claiming loop of a JobIterator; its ``finally`` runs when the
+    generator is closed (explicitly, or when the iterator is dropped)."""
+    try:
+        with stop_on_signals(handle_signals, wakeup):
             held: deque[Job] = deque()
             current: Job | None = None
             try:
                 while not wakeup.stopped:
                     consumer.maybe_reap()
-                    jobs = consumer.claim(self.batch_size)
+                    jobs = consumer.claim(batch_size)
                     if jobs is None:
                         continue  # the database was unreachable; backed off, try again
                     held.extend(jobs)
@@ -170,21 +191,26 @@ class JobIterator:
                         if job.lease_lost:
                             continue
                         current = job
+                        consumer.running.started(job)
                         yield job
+                        consumer.running.finished(job)
                         current = None
                         if not job.acknowledged:
                             consumer.complete_later(job)
                         consumer.flush_if_due()
                     consumer.flush()
-                    if len(jobs) < self.batch_size and not wakeup.stopped:
+                    if len(jobs) < batch_size and not wakeup.stopped:
                         consumer.wait(refresh=not jobs)
             finally:
-                if current is not None and not current.acknowledged:
+                if current is not None:
+                    consumer.running.finished(current)
                     consumer.release_later(current)
                 for job in held:
-                    if not job.acknowledged and not job.lease_lost:
+                    if not job.lease_lost:
                         consumer.release_later(job)
                 consumer.close()
+    finally:
+        wakeup.close()
 
 
 @overload
@@ -194,13 +220,15 @@ def listen(
     handler: Handler,
     *,
     batch_size: int = BATCH_SIZE,
-    lease: timedelta | None = None,
-    poll_interval: float = POLL_INTERVAL,
+    lease: timedelta | float | None = None,
+    poll_interval: float | timedelta = POLL_INTERVAL,
     use_listen: bool = True,
     worker_name: str | None = None,
     stop: threading.Event | None = None,
     handle_signals: bool = True,
-    reap_interval: float | None = REAP_INTERVAL,
+    reap_interval: float | timedelta | None = REAP_INTERVAL,
+    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
+    run_schedules: bool = True,
     in_transaction: Literal[False] = False,
 ) -> None: ...
 
@@ -212,13 +240,15 @@ def listen(
     handler: TxHandler,
     *,
     batch_size: int = BATCH_SIZE,
-    lease: timedelta | None = None,
-    poll_interval: float = POLL_INTERVAL,
+    lease: timedelta | float | None = None,
+    poll_interval: float | timedelta = POLL_INTERVAL,
     use_listen: bool = True,
     worker_name: str | None = None,
     stop: threading.Event | None = None,
     handle_signals: bool = True,
-    reap_interval: float | None = REAP_INTERVAL,
+    reap_interval: float | timedelta | None = REAP_INTERVAL,
+    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
+    run_schedules: bool = True,
     in_transaction: Literal[True],
 ) -> None: ...
 
@@ -230,13 +260,15 @@ def listen(
     handler: None = None,
     *,
     batch_size: int = BATCH_SIZE,
-    lease: timedelta | None = None,
-    poll_interval: float = POLL_INTERVAL,
+    lease: timedelta | float | None = None,
+    poll_interval: float | timedelta = POLL_INTERVAL,
     use_listen: bool = True,
     worker_name: str | None = None,
     stop: threading.Event | None = None,
     handle_signals: bool = True,
-    reap_interval: float | None = REAP_INTERVAL,
+    reap_interval: float | timedelta | None = REAP_INTERVAL,
+    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
+    run_schedules: bool = True,
 ) -> JobIterator: ...
 
 
@@ -246,13 +278,15 @@ def listen(
     handler: Handler | TxHandler | None = None,
     *,
     batch_size: int = BATCH_SIZE,
-    lease: timedelta | None = None,
-    poll_interval: float = POLL_INTERVAL,
+    lease: timedelta | float | None = None,
+    poll_interval: float | timedelta = POLL_INTERVAL,
     use_listen: bool = True,
     worker_name: str | None = None,
     stop: threading.Event | None = None,
     handle_signals: bool = True,
-    reap_interval: float | None = REAP_INTERVAL,
+    reap_interval: float | timedelta | None = REAP_INTERVAL,
+    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
+    run_schedules: bool = True,
     in_transaction: bool = False,
 ) -> JobIterator | None:
     """Work the jobs of ``queues``, in the calling thread.
@@ -275,6 +309,29 @@ def listen(
     current job; jobs claimed but not started are released. A second
     signal acts as it would have without the worker.
 
+    Settings are checked here (TypeError / ValueError naming the argument):
+    durations (``lease``, ``poll_interval``, ``reap_interval``,
+    ``shutdown_timeout``) take a timedelta or a number of seconds (not a
+    bool); ``lease`` is 1 second .. 1 day; ``batch_size`` an int 1..1000.
+
+    ``shutdown_timeout`` (seconds, default 30; None: wait without end): once
+    stopped, a handler still running that long after the stop has its job
+    failed ("shutdown timeout", the attempt counts), the jobs claimed but
+    not started are released and nothing is heart-beaten any more. The
+    handler runs in the calling thread, which Python cannot interrupt:
+    listen() returns when the handler does (a second signal ends the
+    process sooner). Use :class:`Worker` when handlers may hang.
+
+    Execution timeouts (jobq 0.4: ``timeout`` on enqueue, or the queue's):
+    a handler still running when its job's timeout passes has the job
+    failed at once with ``JobTimeout: job ran longer than 0:00:02``
+    recorded (retried like any failure), no longer heart-beaten, and its
+    eventual result discarded.
+
+    ``run_schedules`` (default True): call jobq.run_schedules() when the
+    next worker-run periodic job is due (jobq 0.4; see ``pyqueue.every``),
+    so that periodic jobs run without pg_cron; False leaves it to others.
+
     ``in_transaction=True`` (with a handler; jobq 0.3) runs each batch
     inside the transaction that takes it: the handler gets a
     :class:`pyqueue.TxJob` whose ``conn`` is that transaction, its writes
@@ -284,14 +341,21 @@ def listen(
     heartbeat. A stop ends the loop after the current batch.
     """
     names = queue_list(queues)
+    _settings.flag("in_transaction", in_transaction)
+    if handler is not None and not callable(handler):
+        raise TypeError(f"handler must be callable, got {handler!r}")
     if in_transaction:
         if handler is None:
             raise ValueError("in_transaction=True needs a handler")
-        check_settings(batch_size=batch_size, poll_interval=poll_interval)
-        _TxLoop(dsn, names, handler, batch_size=batch_size,  # type: ignore[arg-type]
-                poll_interval=poll_interval, use_listen=use_listen,
-                worker_name=worker_name or default_worker_name(), stop=stop,
-                reap_interval=reap_interval).run(handle_signals)
+        checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval,
+                                  reap_interval=reap_interval, use_listen=use_listen, name=worker_name,
+                                  name_argument="worker_name", run_schedules=run_schedules)
+        _settings.flag("handle_signals", handle_signals)
+        _settings.instance("stop", stop, threading.Event, "a threading.Event")
+        _TxLoop(dsn, names, handler, batch_size=checked.batch_size,  # type: ignore[arg-type]
+                poll_interval=checked.poll_interval, use_listen=checked.use_listen,
+                worker_name=checked.name or default_worker_name(), stop=stop,
+                reap_interval=checked.reap_interval, run_schedules=checked.run_schedules).run(handle_signals)
         return None
     jobs = JobIterator(
         dsn,
@@ -304,6 +368,9 @@ def listen(
         stop=stop,
         handle_signals=handle_signals,
         reap_interval=reap_interval,
+        shutdown_timeout=shutdown_timeout,
+        run_schedules=run_schedules,
+        ack_at_once=handler is None,
     )
     if handler is None:
         return jobs
@@ -319,7 +386,7 @@ class _TxLoop:
 
     def __init__(self, dsn: str, queues: list[str], handler: TxHandler, *, batch_size: int,
                  poll_interval: float, use_listen: bool, worker_name: str,
-                 stop: threading.Event | None, reap_interval: float | None) -> None:
+                 stop: threading.Event | None, reap_interval: float | None, run_schedules: bool) -> None:
         self.queues = queues
         self.handler = handler
         self.batch_size = batch_size
@@ -328,7 +395,7 @@ class _TxLoop:
         self.consumer = Consumer(dsn, queues, lease=None, poll_interval=poll_interval,
                                  use_listen=use_listen, worker_name=worker_name,
                                  reap_interval=reap_interval, wakeup=self.wakeup, work=work,
-                                 heartbeat=work)
+                                 heartbeat=work, run_schedules=run_schedules)
 
     def run(self, handle_signals: bool) -> None:
         consumer, wakeup = self.consumer, self.wakeup

@@ -23,8 +23,11 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pyqueue import _queries as q
+from pyqueue._auth import raise_if_fatal
 from pyqueue._db import claimed_rows, scalar, tuples, undecodable
+from pyqueue._schedules import ScheduleTimer, run_due
 from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
+from pyqueue._timeouts import RunningJobs
 from pyqueue.defaults import (
     CONNECT_TIMEOUT,
     FOLLOWER_DELAY,
@@ -356,6 +359,9 @@ class Consumer:
         heartbeat: ConnectionSource,
         claim_queues: Sequence[str] | None = None,
         jobs: ConnectionSource | None = None,
+        shutdown_timeout: float | None = None,
+        run_schedules: bool = False,
+        ack_at_once: bool = False,
     ) -> None:
         self.dsn = dsn
         self.queues = list(queues)  # listened to, and asked next_run_at for
@@ -379,13 +385,21 @@ class Consumer:
         self._responder_key = ",".join(sorted(self._queue_set))
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
+        self.schedules = ScheduleTimer(run_schedules)
+        self.ack_at_once = ack_at_once  # send each completion or failure at once (the plain iterator)
+        # The jobs the handlers run: their execution timeouts and the shutdown grace.
+        self.running = RunningJobs(self.acks, self.heartbeats.book, self.flush,
+                                   stopped=lambda: wakeup.stopped, grace=shutdown_timeout)
 
-    # Acknowledger: what `with job:` calls for jobs of this consumer.
+    # Acknowledger: what `with job:` calls for jobs of this consumer. Each
+    # adds nothing when the job was acknowledged already (by a timeout).
     def complete_later(self, job: JobRecord) -> None:
-        self.acks.complete_later(job)
+        if self.acks.complete_later(job) and self.ack_at_once:
+            self.flush()
 
     def fail_later(self, job: JobRecord, error: str) -> None:
-        self.acks.fail_later(job, error)
+        if self.acks.fail_later(job, error) and self.ack_at_once:
+            self.flush()
 
     def release_later(self, job: JobRecord) -> None:
         self.acks.release_later(job)
@@ -411,6 +425,7 @@ class Consumer:
         try:
             self._ensure_listening()
         except psycopg.OperationalError as error:
+            raise_if_fatal(error)
             if not self._listen_warned:
                 logger.warning("cannot LISTEN (%s); polling every %.1f s meanwhile",
                                str(error).strip() or type(error).__name__, self.poll_interval)
@@ -447,6 +462,7 @@ class Consumer:
     def connection_lost(self, error: psycopg.Error) -> None:
         """Drop the connections if they are gone and sleep a backoff delay
         (interruptibly) before the next attempt."""
+        raise_if_fatal(error)
         delay = self._backoff.next_delay()
         if lost_connection(error):
             logger.warning("database connection lost (%s); reconnecting in %.1f s",
@@ -498,7 +514,15 @@ class Consumer:
 
     def maybe_reap(self) -> None:
         """Call jobq.reap() when the reap interval has passed, so that jobs of
-        dead workers come back even without pg_cron."""
+        dead workers come back even without pg_cron. Also runs the worker-run
+        periodic jobs when they are due (see pyqueue._schedules)."""
+        if self.schedules.due():
+            try:
+                with self.work.connection() as conn:
+                    run_due(self.schedules, conn)
+            except psycopg.Error as error:
+                if self.schedules.error(error):
+                    self._reset_if_lost(error)
         if not self._reaps.due():
             return
         self._reaps.restart()
@@ -506,6 +530,7 @@ class Consumer:
             with self.work.connection() as conn, translate_errors():
                 reaped = int(scalar(conn, q.REAP, (REAP_BATCH,)))
         except psycopg.Error as error:
+            raise_if_fatal(error)
             logger.warning("jobq.reap() failed: %s", error)
             self._reset_if_lost(error)  # the next claim reconnects
             return
@@ -612,8 +637,8 @@ class Consumer:
             next_in = self._next_run_in()
             self._next_due = math.inf if next_in is None else time.monotonic() + next_in
         work_at = min(self._poll_at, self._next_due)
-        deadline = min(work_at, time.monotonic() + min(self._reaps.seconds_left(),
-                                                       self.acks.seconds_until_due()))
+        other = min(self._reaps.seconds_left(), self.acks.seconds_until_due(), self.schedules.seconds_left())
+        deadline = min(work_at, time.monotonic() + other)
         while not self.wakeup.stopped:
             if self._drain_notifications():
                 if not self._responder:
@@ -634,6 +659,7 @@ class Consumer:
     def close(self) -> None:
         """Acknowledge what is pending (one more try after a failure), stop the
         heartbeats and close the connections."""
+        self.running.close()
         try:
             if not self.flush() and not self.flush():
                 logger.warning("%d acknowledgement(s) could not be sent: those jobs will run "

@@ -153,6 +153,7 @@ JOB_COLUMNS = (
     "lease_token", "lease_expires_at", "worker", "job_key", "last_error",
 )
 JOB_COLUMNS_SINCE_0_2 = ("group_key",)  # absent when the database still runs jobq 0.1
+JOB_COLUMNS_SINCE_0_4 = ("timeout",)  # the job's execution timeout; absent before jobq 0.4
 
 
 def schedule_params(delay: timedelta | float | None, run_at: datetime | None) -> dict[str, Any]:
@@ -360,7 +361,8 @@ class ClaimedRow:
 
 def split_claimed_row(row: Mapping[str, Any]) -> ClaimedRow:
     fields = {name: row[name] for name in JOB_COLUMNS}
-    fields.update({name: row[name] for name in JOB_COLUMNS_SINCE_0_2 if name in row})
+    fields.update({name: row[name] for name in JOB_COLUMNS_SINCE_0_2 + JOB_COLUMNS_SINCE_0_4
+                   if name in row})
     return ClaimedRow(fields, float(row["lease_seconds"]))
 
 

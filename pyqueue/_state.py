@@ -117,20 +117,32 @@ class Acks:
         if self._oldest is None:
             self._oldest = time.monotonic()
 
-    def complete_later(self, job: JobRecord) -> None:
+    # Each returns False, and adds nothing, when the job was acknowledged
+    # already: of a handler finishing and a timeout firing at the same
+    # moment, exactly one acknowledgement is sent.
+    def complete_later(self, job: JobRecord) -> bool:
         with self._lock:
+            if job.acknowledged:
+                return False
             self._batch.completes.append(job)
             self._added(job)
+            return True
 
-    def fail_later(self, job: JobRecord, error: str) -> None:
+    def fail_later(self, job: JobRecord, error: str) -> bool:
         with self._lock:
+            if job.acknowledged:
+                return False
             self._batch.fails.append((job, error))
             self._added(job)
+            return True
 
-    def release_later(self, job: JobRecord) -> None:
+    def release_later(self, job: JobRecord) -> bool:
         with self._lock:
+            if job.acknowledged:
+                return False
             self._batch.releases.append(job)
             self._added(job)
+            return True
 
     def take(self) -> AckBatch:
         with self._lock:
@@ -215,6 +227,12 @@ class HeartbeatBook:
         with self._lock:
             self._prune()
             return [(h.job, timedelta(seconds=h.lease)) for h in self._held.values() if h.next_due <= now]
+
+    def jobs(self) -> list[JobRecord]:
+        """The held jobs whose acknowledgement has not reached the database."""
+        with self._lock:
+            self._prune()
+            return [h.job for h in self._held.values()]
 
     def renewed(self, job: JobRecord, at: float) -> None:
         with self._lock:

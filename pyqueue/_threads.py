@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -54,10 +55,14 @@ class HandlerThreads:
             except BaseException:
                 logger.exception("a handler thread's work raised")
 
-    def shutdown(self) -> None:
-        """Run what was handed over, then end the threads."""
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Run what was handed over, then end the threads; wait at most
+        ``timeout`` seconds (None: without end). False when some thread is
+        still busy then (a hung handler: it is left to run, as a daemon)."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+        deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._threads:
-            thread.join()
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._threads)

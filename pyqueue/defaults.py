@@ -13,6 +13,10 @@ FOLLOWER_DELAY = 0.05
 # after the other (parallel holders would only skip each other's locked rows)
 TX_PARALLEL_AFTER = 0.1
 REAP_INTERVAL = 30.0  # seconds between a worker's opportunistic jobq.reap() calls
+# seconds a stopping worker lets running handlers finish before it fails them
+SHUTDOWN_TIMEOUT = 30.0
+SCHEDULES_CHECK_MAX = 60.0  # seconds between jobq.run_schedules() calls at most (new schedules)
+SCHEDULES_CHECK_MIN = 1.0  # seconds between jobq.run_schedules() calls at least
 REAP_BATCH = 10000  # jobs one jobq.reap() call may return to the queue
 HEARTBEAT_FRACTION = 1 / 3  # of a job's lease: heartbeat a held job this often
 RECONNECT_DELAY_MIN = 0.5  # seconds before the first reconnection attempt

@@ -30,6 +30,7 @@ __all__ = [
     "InvalidTime",
     "InvalidWorkerName",
     "JobKeyConflict",
+    "JobTimeout",
     "JobqError",
     "MissingLease",
     "NotReadCommitted",
@@ -244,3 +245,11 @@ def translate_errors() -> Iterator[None]:
         if translated is None:
             raise
         raise translated from error
+
+
+class JobTimeout(TimeoutError):
+    """A job ran longer than its execution timeout (jobq 0.4: the job's own
+    ``timeout``, else its queue's). Not a database error: the worker records
+    it as the job's error (``JobTimeout: job ran longer than 0:00:02``) and
+    fails the attempt; an async handler is cancelled, a sync one's result is
+    discarded (see ``pyqueue.Worker``)."""

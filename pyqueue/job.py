@@ -46,6 +46,8 @@ class JobRecord:
     job_key: str | None
     last_error: str | None
     group_key: str | None = None  # jobq 0.2: the serial group the job belongs to
+    # jobq 0.4: the job's execution timeout (its own, else its queue's); None: none.
+    timeout: timedelta | None = None
 
     def __post_init__(self) -> None:
         # Private state, not dataclass fields: left out of asdict(), ==, repr().
@@ -138,6 +140,12 @@ class Acknowledger(Protocol):
     def complete_later(self, job: JobRecord) -> None: ...
 
     def fail_later(self, job: JobRecord, error: str) -> None: ...
+
+
+class AsyncAcknowledger(Acknowledger, Protocol):
+    """An asyncio worker's batch; ``after_ack`` may send it at once."""
+
+    async def after_ack(self) -> None: ...
 
 
 @dataclass
@@ -249,8 +257,25 @@ class Job(JobRecord):
 
 
 def _log_failure(job: JobRecord, exc: BaseException) -> None:
-    logger.error("job %d of queue %r failed (attempt %d of %d)", job.id, job.queue,
-                 job.attempts, job.max_attempts, exc_info=exc)
+    log_failed(job, summary(exc), exc)
+
+
+def summary(exc: BaseException) -> str:
+    """``Type: first line of the message``, for a log line."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def log_failed(job: JobRecord | Any, error: str, exc: BaseException | None = None) -> None:
+    """Log a failed attempt at ERROR: a job out of attempts says it is dead,
+    with the first line of its error, so that the line stands on its own."""
+    first = error.strip().splitlines()[0] if error.strip() else "(no error text)"
+    if job.attempts >= job.max_attempts:
+        logger.error("job %d of queue %s is dead after %d of %d attempts: %s", job.id, job.queue,
+                     job.attempts, job.max_attempts, first, exc_info=exc)
+    else:
+        logger.error("job %d of queue %s failed (attempt %d of %d, will retry): %s", job.id, job.queue,
+                     job.attempts, job.max_attempts, first, exc_info=exc)
 
 
 @dataclass
@@ -263,14 +288,14 @@ class AsyncJob(JobRecord):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._connect: AsyncConnectionSource | None = None
-        self._acker: Acknowledger | None = None
+        self._acker: AsyncAcknowledger | None = None
 
     @classmethod
     def _claimed(
         cls,
         row: q.ClaimedRow,
         connect: AsyncConnectionSource,
-        acker: Acknowledger | None = None,
+        acker: AsyncAcknowledger | None = None,
     ) -> AsyncJob:
         job = cls(**row.fields)
         job._lease_seconds = row.lease_seconds
@@ -340,6 +365,7 @@ class AsyncJob(JobRecord):
             if not self._acknowledged:
                 if self._acker is not None:
                     self._acker.complete_later(self)
+                    await self._acker.after_ack()
                 else:
                     await self.complete()
             return False
@@ -347,6 +373,7 @@ class AsyncJob(JobRecord):
             error = q.format_error(exc)
             if self._acker is not None:
                 self._acker.fail_later(self, error)
+                await self._acker.after_ack()
             else:
                 await self.fail(error)
         if isinstance(exc, Exception):

@@ -25,10 +25,13 @@ from typing import Literal, TypeVar, overload
 
 import psycopg
 
+from pyqueue import _settings
+from pyqueue._auth import fatal_error
 from pyqueue._intx import TxHandler, run_batch
-from pyqueue._listen import Handler, JobIterator, check_settings, listen, queue_list
+from pyqueue._listen import Handler, JobIterator, check_settings, listen
 from pyqueue._loop import Consumer, DedicatedConnection, PooledConnections, Wakeup, run_job, stop_on_signals
 from pyqueue._queries import default_worker_name
+from pyqueue._settings import queue_list
 from pyqueue._state import Backoff
 from pyqueue._threads import HandlerThreads
 from pyqueue.defaults import (
@@ -36,6 +39,7 @@ from pyqueue.defaults import (
     CONCURRENCY,
     POLL_INTERVAL,
     REAP_INTERVAL,
+    SHUTDOWN_TIMEOUT,
     TX_PARALLEL_AFTER,
     WORKER_APPLICATION_NAME,
 )
@@ -95,6 +99,39 @@ class Worker:
     gets more of them in parallel, one more per full batch, up to that limit.
 
     A stopped worker stays stopped; make a new one to run again.
+
+    Settings are checked by the constructor (TypeError / ValueError naming
+    the argument): ``concurrency`` and ``batch_size`` are ints (1..10000,
+    1..1000); durations take a timedelta or a number of seconds, never a
+    bool: ``lease`` (None: the queue's; else 1 second .. 1 day),
+    ``poll_interval`` and ``reap_interval`` (> 0; reap None: never),
+    ``shutdown_timeout`` (>= 0; None: wait for running handlers without end).
+
+    Stopping (``stop()``, SIGTERM, SIGINT): no more claims; running handlers
+    get ``shutdown_timeout`` seconds (default 30) to finish; then their jobs
+    are failed ("shutdown timeout" recorded, the attempt counts), the jobs
+    not started are released (no attempt spent), nothing is heart-beaten
+    any more, and ``run()`` returns, leaving the hung handler threads behind
+    (daemon threads: they do not keep the process alive).
+
+    Execution timeouts (jobq 0.4: ``timeout`` on enqueue, else the queue's
+    ``timeout`` setting): when a handler runs past its job's timeout the job
+    is failed at once with ``JobTimeout: job ran longer than 0:00:02``
+    recorded and retried like any failure (or dead when out of attempts);
+    its lease is no longer heart-beaten and the handler's eventual result is
+    discarded. Python cannot stop a thread: the handler keeps its thread
+    until it returns.
+
+    Periodic jobs without pg_cron (jobq 0.4): unless ``run_schedules=False``
+    the worker calls jobq.run_schedules() at start and whenever the next
+    worker-run tick is due (at least every minute, at most every second),
+    so that schedules made with ``pyqueue.every(..., runner="workers")`` run;
+    each tick is enqueued once however many workers run.
+
+    Authentication and authorisation failures (SQLSTATE 28P01, 28000,
+    42501: a wrong password, an unknown role, no CONNECT or jobq privilege)
+    raise from ``run()`` at once; other connection failures are retried
+    with backoff.
     """
 
     def __init__(
@@ -103,21 +140,29 @@ class Worker:
         *,
         concurrency: int = CONCURRENCY,
         batch_size: int = BATCH_SIZE,
-        lease: timedelta | None = None,
-        poll_interval: float = POLL_INTERVAL,
+        lease: timedelta | float | None = None,
+        poll_interval: float | timedelta = POLL_INTERVAL,
         use_listen: bool = True,
         name: str | None = None,
-        reap_interval: float | None = REAP_INTERVAL,
+        reap_interval: float | timedelta | None = REAP_INTERVAL,
+        shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
+        run_schedules: bool = True,
     ) -> None:
-        check_settings(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency)
+        checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency,
+                                  lease=lease, reap_interval=reap_interval, shutdown_timeout=shutdown_timeout,
+                                  use_listen=use_listen, name=name, run_schedules=run_schedules)
+        if not isinstance(dsn, str):
+            raise TypeError(f"dsn must be a connection string (str), got {type(dsn).__name__}")
         self.dsn = dsn
-        self.concurrency = concurrency
-        self.batch_size = batch_size
-        self.lease = lease
-        self.poll_interval = poll_interval
-        self.use_listen = use_listen
-        self.name = name or default_worker_name()
-        self.reap_interval = reap_interval
+        self.concurrency = checked.concurrency
+        self.batch_size = checked.batch_size
+        self.lease = checked.lease
+        self.poll_interval = checked.poll_interval
+        self.use_listen = checked.use_listen
+        self.name = checked.name or default_worker_name()
+        self.reap_interval = checked.reap_interval
+        self.shutdown_timeout = checked.shutdown_timeout
+        self.run_schedules = checked.run_schedules
         self._handlers: dict[str, Handler] = {}
         self._tx_handlers: dict[str, TxHandler] = {}
         self._order: list[str] = []
@@ -199,13 +244,18 @@ class Worker:
                 work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=self.use_listen),
                 heartbeat=pool,
                 jobs=pool,
+                shutdown_timeout=self.shutdown_timeout,
+                run_schedules=self.run_schedules,
             )
             threads = HandlerThreads(self.concurrency, "pyqueue-handler")
             try:
                 self._loop(consumer, threads, pool)
             finally:
                 self._wakeup.stop()  # queued jobs that have not started are released
-                threads.shutdown()
+                if not threads.shutdown(self.shutdown_timeout):
+                    logger.warning("handlers still running %g s after the stop: their jobs are failed, "
+                                   "the jobs not started are released", self.shutdown_timeout or 0.0)
+                    consumer.running.abandon()
                 consumer.close()  # and the pool: it is the heartbeat's connection source
                 self._wakeup.close()
         if self._fatal is not None:
@@ -250,7 +300,11 @@ class Worker:
             if self._wakeup.stopped:
                 consumer.release_later(job)
                 return
-            run_job(job, self._handlers[job.queue])
+            consumer.running.started(job)
+            try:
+                run_job(job, self._handlers[job.queue])
+            finally:
+                consumer.running.finished(job)
         except BaseException:
             logger.exception("handler of queue %r raised out of job %d", job.queue, job.id)
         finally:
@@ -298,6 +352,11 @@ class Worker:
                         self._tx_wanted[queue] = True  # a full, slow batch: one more in parallel helps
                     self._wakeup.poke()
         except psycopg.OperationalError as error:
+            if fatal_error(error):
+                logger.error("batch of queue %r failed, stopping the worker: %s", queue, error)
+                self._fatal = error
+                self._wakeup.stop()
+                return
             delay = self._tx_backoff.next_delay()
             logger.warning("batch of queue %r failed (%s); the jobs are back; trying again in %.1f s",
                            queue, str(error).strip() or type(error).__name__, delay)

@@ -107,11 +107,12 @@ async def run_async(args: argparse.Namespace, lease: timedelta | None) -> None:
     handler = AsyncRecorder(args.dsn)
     if args.mode == "aio-listen":
         await aio.listen(args.dsn, args.queue, handler, batch_size=args.batch_size, lease=lease,
-                         poll_interval=args.poll_interval, reap_interval=args.reap_interval)
+                         poll_interval=args.poll_interval, reap_interval=args.reap_interval,
+                         shutdown_timeout=args.shutdown_timeout)
     else:
         worker = aio.AsyncWorker(args.dsn, concurrency=args.concurrency, batch_size=args.batch_size,
                                  lease=lease, poll_interval=args.poll_interval,
-                                 reap_interval=args.reap_interval)
+                                 reap_interval=args.reap_interval, shutdown_timeout=args.shutdown_timeout)
         worker.register(args.queue, handler)
         await worker.run()
     if handler.conn is not None:
@@ -129,6 +130,7 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=None, help="seconds")
     parser.add_argument("--poll-interval", type=float, default=5.0)
     parser.add_argument("--reap-interval", type=float, default=30.0)
+    parser.add_argument("--shutdown-timeout", type=float, default=30.0)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {os.getpid()} %(name)s: %(message)s")
     lease = None if args.lease is None else timedelta(seconds=args.lease)
@@ -145,11 +147,12 @@ def main() -> None:
         tx_worker.run()
     elif args.mode == "listen":
         pyqueue.listen(args.dsn, args.queue, handler, batch_size=args.batch_size, lease=lease,
-                       poll_interval=args.poll_interval, reap_interval=args.reap_interval)
+                       poll_interval=args.poll_interval, reap_interval=args.reap_interval,
+                       shutdown_timeout=args.shutdown_timeout)
     else:
         worker = pyqueue.Worker(args.dsn, concurrency=args.concurrency, batch_size=args.batch_size,
                                 lease=lease, poll_interval=args.poll_interval,
-                                reap_interval=args.reap_interval)
+                                reap_interval=args.reap_interval, shutdown_timeout=args.shutdown_timeout)
         worker.register(args.queue, handler)
         worker.run()
     logging.getLogger("tests.worker_programs").info("worker exits normally")

@@ -1,0 +1,140 @@
+"""The checks of the workers' settings, shared by ``Worker``, ``listen()`` and
+their asyncio twins, so that a bad setting fails in the constructor (or in
+``listen()``) with a TypeError or ValueError naming the argument, never at
+the first claim or the first reap.
+
+Durations take a ``datetime.timedelta`` or a number of seconds (``int`` or
+``float``, finite); booleans are not numbers. Counts take an ``int`` (not a
+bool, not a float).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+MAX_BATCH_SIZE = 1000  # jobq.claim's cap on n
+MAX_CONCURRENCY = 10000  # threads or tasks: anything above is a typo
+MIN_LEASE = timedelta(seconds=1)  # jobq's range for a lease
+MAX_LEASE = timedelta(days=1)
+MAX_WORKER_NAME = 200  # characters jobq keeps for a worker name
+
+
+def queue_list(queues: str | Sequence[str]) -> list[str]:
+    """The queue names as a list; at least one, each a non-empty str."""
+    if isinstance(queues, str):
+        names = [queues]
+    elif isinstance(queues, Sequence):
+        names = list(queues)
+    else:
+        raise TypeError(f"queues must be a queue name or a sequence of them, got {queues!r}")
+    if not names:
+        raise ValueError("give at least one queue")
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"queues must hold str names, got {name!r}")
+    return names
+
+
+def count(name: str, value: object, *, minimum: int = 1, maximum: int) -> int:
+    """An int in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def seconds(name: str, value: object, *, positive: bool = True) -> float:
+    """A duration (timedelta or seconds) as seconds: finite, > 0 (or >= 0)."""
+    if isinstance(value, timedelta):
+        result = value.total_seconds()
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a timedelta or a number of seconds, got {value!r}")
+    else:
+        result = float(value)
+    if not math.isfinite(result) or result < 0 or (positive and result == 0):
+        bound = "positive" if positive else "zero or positive"
+        raise ValueError(f"{name} must be a finite, {bound} duration, got {value!r}")
+    return result
+
+
+def optional_seconds(name: str, value: object, *, positive: bool = True) -> float | None:
+    return None if value is None else seconds(name, value, positive=positive)
+
+
+def check_lease(value: object) -> timedelta | None:
+    """A lease override: None (the queue's), or 1 second .. 1 day."""
+    if value is None:
+        return None
+    result = value if isinstance(value, timedelta) else timedelta(seconds=seconds("lease", value))
+    if not MIN_LEASE <= result <= MAX_LEASE:
+        raise ValueError(f"lease must be between 1 second and 1 day, got {value!r}")
+    return result
+
+
+def flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def worker_name(name: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {value!r}")
+    if not value or len(value) > MAX_WORKER_NAME:
+        raise ValueError(f"{name} must be 1 to {MAX_WORKER_NAME} characters, got {len(value)}")
+    return value
+
+
+def instance(name: str, value: Any, cls: type, what: str) -> Any:
+    if value is not None and not isinstance(value, cls):
+        raise TypeError(f"{name} must be {what} or None, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The settings common to every worker, checked and normalised."""
+
+    batch_size: int
+    concurrency: int
+    lease: timedelta | None
+    poll_interval: float
+    reap_interval: float | None
+    shutdown_timeout: float | None
+    use_listen: bool
+    name: str | None
+    run_schedules: bool
+
+
+def check(
+    *,
+    batch_size: object,
+    poll_interval: object,
+    concurrency: object = 1,
+    lease: object = None,
+    reap_interval: object = None,
+    shutdown_timeout: object = None,
+    use_listen: object = True,
+    name: object = None,
+    name_argument: str = "name",
+    run_schedules: object = True,
+) -> Checked:
+    """Every setting checked (TypeError / ValueError naming the argument)."""
+    return Checked(
+        batch_size=count("batch_size", batch_size, maximum=MAX_BATCH_SIZE),
+        concurrency=count("concurrency", concurrency, maximum=MAX_CONCURRENCY),
+        lease=check_lease(lease),
+        poll_interval=seconds("poll_interval", poll_interval),
+        reap_interval=optional_seconds("reap_interval", reap_interval),
+        shutdown_timeout=optional_seconds("shutdown_timeout", shutdown_timeout, positive=False),
+        use_listen=flag("use_listen", use_listen),
+        name=worker_name(name_argument, name),
+        run_schedules=flag("run_schedules", run_schedules),
+    )
