@@ -222,14 +222,16 @@ def test_calls_without_the_new_options_work_on_jobq_0_3(old_dsn: str) -> None:
         job_id = pyqueue.enqueue(conn, "q", {"n": 1}, key="k", group_key="g")
         assert pyqueue.enqueue_many(conn, "q", [{}], keys=["k2"])
         assert pyqueue.configure_queue(conn, "q", lease=60)["lease"] == timedelta(seconds=60)
-        assert pyqueue.schedules(conn) == []
+        # A periodic job as jobq 0.3's every() stores it (pg_cron is not installed here).
+        conn.execute("INSERT INTO jobq._periodic (name, schedule, queue, payload) "
+                     "VALUES ('nightly', '0 3 * * *', 'q', '{}')")
+        [schedule] = pyqueue.schedules(conn)
+        assert (schedule.name, schedule.schedule, schedule.runner, schedule.next_run_at) == \
+            ("nightly", "0 3 * * *", None, None)
         [job] = pyqueue.claim(conn, "q")
         assert job.id == job_id and job.complete()
         with pytest.raises(psycopg.errors.UndefinedFunction):  # an option this version lacks
             pyqueue.enqueue(conn, "q", {}, timeout=5)
-    row = {"name": "n", "schedule": "* * * * *", "queue": "q", "payload": {}, "priority": 0,
-           "max_attempts": None, "created_at": None, "updated_at": None}
-    assert pyqueue.Schedule._from_row(row).runner is None  # a 0.3 row: no runner, next_run_at, last_run_at
 
 
 # --- the command line ----------------------------------------------------------------
