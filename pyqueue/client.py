@@ -149,9 +149,9 @@ def claim(
     """Lease up to ``n`` ready jobs of one queue or several, most urgent first.
 
     ``worker`` (default ``host:pid``) is recorded on the jobs; ``lease``
-    (timedelta or seconds) defaults to the queue's setting. The jobs' methods use ``conn``. A job
-    whose payload Python cannot decode (nested deeper than its recursion
-    limit) is failed with that error and left out.
+    (timedelta or seconds) defaults to the queue's setting. The jobs'
+    methods use ``conn``. A job whose payload Python cannot decode (nested
+    deeper than its recursion limit) is failed with that error and left out.
     """
     query, params = q.claim_query(queue, n, worker, lease)
     with translate_errors():
