@@ -269,11 +269,12 @@ def test_every_block_of_the_document_runs(document_db: str, request: pytest.Fixt
         for block in runnable:
             if block.kind == "sql":
                 session = session or PsqlSession(document_db)
-                session.paste(block)
+                printed = session.paste(block)
             elif block.marker == "until-stopped":
-                run_until_stopped(block, tmp_path, document_db)
+                printed = run_until_stopped(block, tmp_path, document_db)
             else:
-                run_once(block, tmp_path, document_db)
+                printed = run_once(block, tmp_path, document_db)
+            print(f"--- {block.where}\n{printed}")  # what a reader would see (pytest -s, or on failure)
     finally:
         if session is not None:
             session.close()
