@@ -230,10 +230,17 @@ def database_names(proc: PostgreSQLExecutor) -> set[str]:
         return {str(r[0]) for r in admin.execute("SELECT datname FROM pg_database").fetchall()}
 
 
-def drop_databases(proc: PostgreSQLExecutor, names: set[str]) -> None:
+def role_names(proc: PostgreSQLExecutor) -> set[str]:
+    with psycopg.connect(proc_dsn(proc, "postgres"), autocommit=True) as admin:
+        return {str(r[0]) for r in admin.execute("SELECT rolname FROM pg_roles").fetchall()}
+
+
+def drop_databases(proc: PostgreSQLExecutor, names: set[str], roles: set[str]) -> None:
     with psycopg.connect(proc_dsn(proc, "postgres"), autocommit=True) as admin:
         for name in sorted(names):
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        for role in sorted(roles):
+            admin.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 @pytest.fixture
@@ -250,11 +257,13 @@ def extension_files(postgresql_proc: PostgreSQLExecutor) -> None:
 def document_db(postgresql_proc: PostgreSQLExecutor, request: pytest.FixtureRequest,
                 extension_files: None) -> Iterator[str]:
     path: Path = request.param
-    before = database_names(postgresql_proc)
+    before, roles_before = database_names(postgresql_proc), role_names(postgresql_proc)
     url = create_database(postgresql_proc, path)
     yield url
-    # the document's database, and those its blocks made (createdb app ...)
-    drop_databases(postgresql_proc, database_names(postgresql_proc) - before | {url.rsplit("/", 1)[1]})
+    # the document's database, those its blocks made (createdb app ...), and their roles
+    new_roles = {r for r in role_names(postgresql_proc) - roles_before if not r.startswith("jobq_")}
+    drop_databases(postgresql_proc, database_names(postgresql_proc) - before | {url.rsplit("/", 1)[1]},
+                   new_roles)
 
 
 @pytest.mark.parametrize("document_db", DOCS, ids=doc_id, indirect=True)
