@@ -23,10 +23,29 @@ class HandlerThreads:
         self._work: deque[Work] = deque()
         self._cond = threading.Condition()
         self._closing = False
-        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
-                         for i in range(size)]
-        for thread in self._threads:
-            thread.start()
+        self._name = name
+        self._started = 0
+        self._threads: list[threading.Thread] = []
+        self._retired: set[int] = set()  # idents of threads left to a handler given up on
+        for _ in range(size):
+            self._start()
+
+    def _start(self) -> None:
+        thread = threading.Thread(target=self._run, name=f"{self._name}-{self._started}", daemon=True)
+        self._started += 1
+        self._threads.append(thread)
+        thread.start()
+
+    def replace(self, ident: int) -> None:
+        """The thread ``ident`` runs a handler the worker gave up on (its job
+        timed out): start another in its place; that one ends when its
+        handler returns, if ever."""
+        with self._cond:
+            if ident in self._retired or self._closing:
+                return
+            self._retired.add(ident)
+            self._threads = [t for t in self._threads if t.ident != ident]
+            self._start()
 
     def put_many(self, work: Iterable[Work]) -> None:
         with self._cond:
@@ -49,11 +68,14 @@ class HandlerThreads:
             return self._work.popleft()
 
     def _run(self) -> None:
+        me = threading.get_ident()
         while (work := self._next()) is not None:
             try:
                 work()
             except BaseException:
                 logger.exception("a handler thread's work raised")
+            if me in self._retired:
+                return  # replaced while its handler ran late
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Run what was handed over, then end the threads; wait at most

@@ -141,6 +141,8 @@ class RunningJobs:
         self.flush = flush
         self.grace = grace
         self._running: dict[int, JobRecord] = {}  # dict operations are atomic: no lock needed
+        # Called with a job failed for its timeout (the Worker replaces the thread running it).
+        self.on_expire: Callable[[JobRecord], None] | None = None
         self.watchdog = Watchdog(expire=self.expire, abandon=self.abandon, stopped=stopped, grace=grace)
 
     def started(self, job: JobRecord) -> None:
@@ -156,6 +158,8 @@ class RunningJobs:
         if self.acks.fail_later(job, error):
             log_failed(job, error)
             self.flush()
+            if self.on_expire is not None:
+                self.on_expire(job)
 
     def abandon(self) -> None:
         """The shutdown grace is over: fail the jobs still running, release the

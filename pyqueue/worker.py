@@ -43,7 +43,7 @@ from pyqueue.defaults import (
     TX_PARALLEL_AFTER,
     WORKER_APPLICATION_NAME,
 )
-from pyqueue.job import Job, TxJob
+from pyqueue.job import Job, JobRecord, TxJob
 
 __all__ = [
     "BATCH_SIZE",
@@ -120,7 +120,8 @@ class Worker:
     recorded and retried like any failure (or dead when out of attempts);
     its lease is no longer heart-beaten and the handler's eventual result is
     discarded. Python cannot stop a thread: the handler keeps its thread
-    until it returns.
+    until it returns, and a new thread takes its place meanwhile, so that
+    hung handlers do not starve the queue.
 
     Periodic jobs without pg_cron (jobq 0.4): unless ``run_schedules=False``
     the worker calls jobq.run_schedules() at start and whenever the next
@@ -169,6 +170,8 @@ class Worker:
         self._wakeup = Wakeup()
         self._lock = threading.Lock()
         self._held = 0  # leased jobs handed to the threads and not finished
+        self._executing: dict[int, int] = {}  # job id -> ident of the thread running its handler
+        self._given_up: set[int] = set()  # jobs whose handler timed out and has not returned yet
         self._running = False
         # In-transaction queues: which may have ready jobs, how many batches run.
         self._tx_wanted: dict[str, bool] = {}
@@ -248,6 +251,7 @@ class Worker:
                 run_schedules=self.run_schedules,
             )
             threads = HandlerThreads(self.concurrency, "pyqueue-handler")
+            consumer.running.on_expire = partial(self._timed_out, threads)
             try:
                 self._loop(consumer, threads, pool)
             finally:
@@ -300,6 +304,9 @@ class Worker:
             if self._wakeup.stopped:
                 consumer.release_later(job)
                 return
+            if job.timeout is not None:  # it may be given up on: remember its thread
+                with self._lock:
+                    self._executing[job.id] = threading.get_ident()
             consumer.running.started(job)
             try:
                 run_job(job, self._handlers[job.queue])
@@ -309,10 +316,27 @@ class Worker:
             logger.exception("handler of queue %r raised out of job %d", job.queue, job.id)
         finally:
             with self._lock:
-                self._held -= 1
+                if job.id not in self._given_up:
+                    self._executing.pop(job.id, None)
+                    self._held -= 1
+                else:
+                    self._given_up.discard(job.id)  # counted out when it timed out
                 held = self._held
             if held in {self.concurrency, 0}:
                 self._wakeup.poke()  # room for the next batch, or idle: time to acknowledge
+
+    def _timed_out(self, threads: HandlerThreads, job: JobRecord) -> None:
+        """A handler ran past its job's timeout (the job is failed already): its
+        thread is left to it, another takes its place, and the job no longer
+        counts as held."""
+        with self._lock:
+            thread = self._executing.pop(job.id, None)
+            if thread is None:
+                return  # the handler returned meanwhile
+            self._given_up.add(job.id)
+            self._held -= 1
+        threads.replace(thread)
+        self._wakeup.poke()
 
     # --- in-transaction queues
     def _batch_startable(self) -> bool:

@@ -388,13 +388,37 @@ def test_the_worker_fails_a_job_that_runs_past_its_timeout(conn: Conn, dsn: str)
     assert states(conn, [slow]) == {slow: ("scheduled", 1)}  # the late return was discarded
 
 
+def test_a_handler_that_timed_out_does_not_keep_the_worker_from_other_jobs(conn: Conn, dsn: str) -> None:
+    hung = pyqueue.enqueue(conn, "to", {"hang": True}, timeout=1, priority=-1)
+    later = pyqueue.enqueue_many(conn, "to", [{"n": n} for n in range(3)], timeout=1)
+    release = threading.Event()
+    worker = pyqueue.Worker(dsn, concurrency=1, batch_size=1, poll_interval=0.5)
+
+    @worker.handler("to")
+    def handle(job: pyqueue.Job) -> None:
+        if job.payload.get("hang"):
+            release.wait(TIMEOUT)
+
+    runner = InThread(lambda: worker.run(handle_signals=False))
+    try:
+        # The one thread is stuck in the hung handler; another takes its place.
+        wait_until(lambda: set(states(conn, later).values()) == {("completed", 1)}, "the other jobs")
+        assert_failed_by_timeout(conn, hung)
+    finally:
+        release.set()
+        worker.stop()
+        runner.join()
+
+
 def test_listen_with_a_handler_fails_a_job_that_runs_past_its_timeout(conn: Conn, dsn: str) -> None:
     slow = pyqueue.enqueue(conn, "to", {}, timeout=1)
     stop = threading.Event()
 
     def handle(job: pyqueue.Job) -> None:
-        wait_until(lambda: timed_out(conn, slow), "the timeout, while the handler runs")
-        stop.set()
+        try:
+            wait_until(lambda: timed_out(conn, slow), "the timeout, while the handler runs")
+        finally:
+            stop.set()
 
     pyqueue.listen(dsn, "to", handle, stop=stop, handle_signals=False, poll_interval=0.5)
     assert_failed_by_timeout(conn, slow)
