@@ -18,10 +18,12 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pytest_postgresql.executors import PostgreSQLExecutor
 
 import pyqueue
-from pyqueue import aio
-from tests.worker_support import InThread, keep_history, wait_until
+from pyqueue import aio, schema
+from tests.conftest import proc_dsn
+from tests.worker_support import InThread, keep_history, scalar, wait_until
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -493,3 +495,68 @@ def test_async_listen_cancels_a_handler_and_the_iterator_fails_a_job_past_its_ti
 
     asyncio.run(main())
     assert_failed_by_timeout(conn, in_loop)
+
+
+# --- 7. periodic jobs run by the workers (jobq 0.4) -------------------------------
+
+def due_schedule(conn: Conn) -> None:
+    assert pyqueue.every(conn, "tick", "* * * * *", "ticks", runner="workers") is None
+    conn.execute("UPDATE jobq._periodic SET next_run_at = now() - interval '1 second' WHERE name = 'tick'")
+
+
+def ticks(conn: Conn) -> int:
+    return int(scalar(conn, "SELECT count(*) FROM jobq.jobs WHERE queue = 'ticks'"))
+
+
+def test_listen_runs_the_due_schedules_unless_told_not_to(conn: Conn, dsn: str) -> None:
+    due_schedule(conn)
+    pyqueue.enqueue(conn, "nb", {})
+    with pyqueue.listen(dsn, "nb", handle_signals=False, run_schedules=False) as jobs:
+        next(jobs).complete()
+    assert ticks(conn) == 0
+    pyqueue.enqueue(conn, "nb", {})
+    with pyqueue.listen(dsn, "nb", handle_signals=False) as jobs:
+        next(jobs).complete()  # the schedules ran before the first claim
+    assert ticks(conn) == 1
+
+
+def test_async_listen_runs_the_due_schedules(conn: Conn, dsn: str) -> None:
+    due_schedule(conn)
+    pyqueue.enqueue(conn, "nb", {})
+
+    async def main() -> None:
+        async with aio.listen(dsn, "nb", handle_signals=False) as jobs:
+            async for job in jobs:
+                await job.complete()
+                break
+
+    asyncio.run(main())
+    assert ticks(conn) == 1
+
+
+@pytest.fixture
+def old_jobq_dsn(postgresql_proc: PostgreSQLExecutor) -> Iterator[str]:
+    """A database with jobq 0.3.0, which has no jobq.run_schedules()."""
+    name = f"jobq_old_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(proc_dsn(postgresql_proc, "postgres"), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    dsn = proc_dsn(postgresql_proc, name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        schema.install(conn, "0.3.0")
+    yield dsn
+    with psycopg.connect(proc_dsn(postgresql_proc, "postgres"), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_an_older_jobq_without_run_schedules_is_worked_quietly(
+    old_jobq_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="pyqueue")
+    with psycopg.connect(old_jobq_dsn, autocommit=True) as conn:
+        job_id = pyqueue.enqueue(conn, "nb", {})
+    with pyqueue.listen(old_jobq_dsn, "nb", handle_signals=False) as jobs:
+        job = next(jobs)
+        assert job.id == job_id and job.timeout is None
+        with job:
+            pass
+    assert caplog.records == []
