@@ -424,8 +424,10 @@ COMMANDS: list[Command] = [
             "Run jobs with a handler: MODULE:ATTR names either a pyqueue.Worker instance, run as "
             "configured, or a function taking a pyqueue.Job, registered for every --queue. A handler "
             "that returns completes its job; one that raises fails it (retried with backoff, then "
-            "dead-lettered). SIGTERM or Ctrl-C stops claiming, finishes or releases held jobs and "
-            "exits 0.",
+            "dead-lettered). It logs a startup line (queues, settings, database, versions) and a line "
+            "per job that goes dead. SIGTERM or Ctrl-C stops claiming, lets running jobs finish for up to "
+            "--shutdown-timeout seconds (then fails them), releases the jobs not started and exits 0. "
+            "Workers also run the periodic jobs scheduled with runner 'workers' (jobq 0.4).",
             configure_worker, run_worker),
     Command("stats", "show per-queue counts: ready, scheduled, running, dead",
             "Show jobq.stats: per queue, jobs ready now, scheduled for later, running, dead "
