@@ -36,7 +36,7 @@ INSERT INTO api VALUES
     ('jobq.cancel(bigint)', false, false),
     ('jobq.cancel_jobs(text,text,jsonb)', false, false),
     ('jobq.discard_dead(text,interval)', false, false),
-    ('jobq.prune(integer)', false, false),
+    ('jobq.prune(integer)', false, true),
     ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval)', false, false),
     ('jobq.reset_queue(text)', false, false),
     ('jobq.pause(text)', false, false),
@@ -57,7 +57,7 @@ SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_worker', p.oid, 'EXECUTE')$$,
               $$SELECT sig FROM api WHERE worker$$,
-              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, next_run_at, run_schedules');
+              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, prune, next_run_at, run_schedules');
 SELECT set_has($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                  WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_admin', p.oid, 'EXECUTE')$$,
                $$SELECT sig FROM api$$, 'jobq_admin may execute every public function');

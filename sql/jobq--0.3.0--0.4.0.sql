@@ -17,6 +17,7 @@
 --   * lease tokens given as text (untyped, e.g. from node-postgres) get JQ010 when not a UUID, through
 --     text overloads of complete, fail, heartbeat, release and snooze; claim('{a,b}') claims across queues
 --   * jobq.fail / fail_held with a NULL error raise JQ017 (new SQLSTATE: invalid argument)
+--   * jobq_worker may run jobq.prune(), so workers prune where pg_cron does not, as they reap
 --   * views: jobq.stats.oldest_ready_age is NULL when nothing is ready; jobq.queues shows 0 for no
 --     concurrency or rate limit and NULL updated_at for a queue never configured
 --
@@ -1891,7 +1892,8 @@ GRANT EXECUTE ON FUNCTION
     jobq.heartbeat(bigint, text, interval),
     jobq.release(bigint, text),
     jobq.snooze(bigint, text, timestamptz),
-    jobq.run_schedules()
+    jobq.run_schedules(),
+    jobq.prune(integer)   -- workers prune where pg_cron does not, as they reap
 TO jobq_worker;
 GRANT EXECUTE ON FUNCTION
     jobq.cancel_jobs(text, text, jsonb),

@@ -2938,6 +2938,9 @@ GRANT EXECUTE ON FUNCTION
     jobq._require_pg_cron()
 TO jobq_admin;
 GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules TO jobq_admin;
+-- Workers prune where pg_cron does not, as they reap (since 0.4.0; granted
+-- after jobq_admin's, as upgraded databases have it).
+GRANT EXECUTE ON FUNCTION jobq.prune(integer) TO jobq_worker;
 -- A view runs its functions with the reader's privileges: jobq.queues calls
 -- jobq._settings(), which only reads jobq._queue (readable by jobq_admin).
 GRANT EXECUTE ON FUNCTION jobq._settings(text) TO jobq_admin;

@@ -95,7 +95,7 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.cancel(bigint)": Call("SELECT jobq.cancel(%(ready)s)", OPERATE),
     "jobq.cancel_jobs(text,text,jsonb)": Call("SELECT jobq.cancel_jobs('priv', 'scheduled')", OPERATE),
     "jobq.discard_dead(text,interval)": Call("SELECT jobq.discard_dead('priv', interval '1 day')", OPERATE),
-    "jobq.prune(integer)": Call("SELECT jobq.prune()", OPERATE),
+    "jobq.prune(integer)": Call("SELECT jobq.prune()", WORK),
     "jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,"
     "integer,integer,interval,interval)":
         Call("SELECT * FROM jobq.configure_queue('priv', lease => '1 minute')", OPERATE),
