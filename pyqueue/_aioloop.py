@@ -23,6 +23,7 @@ from pyqueue import _queries as q
 from pyqueue._auth import raise_if_fatal
 from pyqueue._db import aclaimed_rows, ascalar, atuples, undecodable
 from pyqueue._loop import connection_kwargs, lost_connection
+from pyqueue._prune import PruneTimer, aprune_due
 from pyqueue._schedules import ScheduleTimer, arun_due
 from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue._timeouts import timeout_error
@@ -214,6 +215,7 @@ class Consumer:
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
         self.schedules = ScheduleTimer(run_schedules)
+        self.prunes = PruneTimer(reap_interval)
         self.ack_at_once = ack_at_once  # flush each completion or failure at once (the plain iterator)
         self._timers: dict[int, asyncio.TimerHandle] = {}  # execution timeouts of the iterator's jobs
         self._expiring: set[asyncio.Task[bool]] = set()
@@ -363,13 +365,21 @@ class Consumer:
             self._backoff.reset()
 
     async def maybe_reap(self) -> None:
-        """jobq.reap() when due; also jobq.run_schedules() (see pyqueue._schedules)."""
+        """jobq.reap() when due; also jobq.run_schedules() (see pyqueue._schedules)
+        and jobq.prune() (see pyqueue._prune)."""
         if self.schedules.due():
             try:
                 async with self.work.connection() as conn:
                     await arun_due(self.schedules, conn)
             except psycopg.Error as error:
                 if self.schedules.error(error):
+                    await self._reset_if_lost(error)
+        if self.prunes.due():
+            try:
+                async with self.work.connection() as conn:
+                    await aprune_due(self.prunes, conn)
+            except psycopg.Error as error:
+                if self.prunes.error(error):
                     await self._reset_if_lost(error)
         if not self._reaps.due():
             return
@@ -466,7 +476,7 @@ class Consumer:
         work_at = min(self._poll_at, self._next_due)
         now = time.monotonic()
         timeout = min(work_at - now, self._reaps.seconds_left(), self.acks.seconds_until_due(),
-                      self.schedules.seconds_left())
+                      self.schedules.seconds_left(), self.prunes.seconds_left())
         notified = False
         if not (self.stop.is_set() or self._poked.is_set() or timeout <= 0):
             waiters: list[asyncio.Task[Any]] = [

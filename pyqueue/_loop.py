@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from pyqueue import _queries as q
 from pyqueue._auth import raise_if_fatal
 from pyqueue._db import claimed_rows, scalar, tuples, undecodable
+from pyqueue._prune import PruneTimer, prune_due
 from pyqueue._schedules import ScheduleTimer, run_due
 from pyqueue._state import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue._timeouts import RunningJobs
@@ -386,6 +387,7 @@ class Consumer:
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
         self.schedules = ScheduleTimer(run_schedules)
+        self.prunes = PruneTimer(reap_interval)
         self.ack_at_once = ack_at_once  # send each completion or failure at once (the plain iterator)
         # The jobs the handlers run: their execution timeouts and the shutdown grace.
         self.running = RunningJobs(self.acks, self.heartbeats.book, self.flush,
@@ -515,13 +517,21 @@ class Consumer:
     def maybe_reap(self) -> None:
         """Call jobq.reap() when the reap interval has passed, so that jobs of
         dead workers come back even without pg_cron. Also runs the worker-run
-        periodic jobs when they are due (see pyqueue._schedules)."""
+        periodic jobs when they are due (see pyqueue._schedules), and prunes
+        now and then (see pyqueue._prune)."""
         if self.schedules.due():
             try:
                 with self.work.connection() as conn:
                     run_due(self.schedules, conn)
             except psycopg.Error as error:
                 if self.schedules.error(error):
+                    self._reset_if_lost(error)
+        if self.prunes.due():
+            try:
+                with self.work.connection() as conn:
+                    prune_due(self.prunes, conn)
+            except psycopg.Error as error:
+                if self.prunes.error(error):
                     self._reset_if_lost(error)
         if not self._reaps.due():
             return
@@ -637,7 +647,8 @@ class Consumer:
             next_in = self._next_run_in()
             self._next_due = math.inf if next_in is None else time.monotonic() + next_in
         work_at = min(self._poll_at, self._next_due)
-        other = min(self._reaps.seconds_left(), self.acks.seconds_until_due(), self.schedules.seconds_left())
+        other = min(self._reaps.seconds_left(), self.acks.seconds_until_due(), self.schedules.seconds_left(),
+                    self.prunes.seconds_left())
         deadline = min(work_at, time.monotonic() + other)
         while not self.wakeup.stopped:
             if self._drain_notifications():

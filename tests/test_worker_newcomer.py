@@ -560,3 +560,85 @@ def test_an_older_jobq_without_run_schedules_is_worked_quietly(
         with job:
             pass
     assert caplog.records == []
+
+
+# --- 8. workers prune where pg_cron does not (jobq 0.4) ----------------------------
+
+@pytest.fixture
+def prune_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers prune every 0.3 s instead of every 5 minutes."""
+    monkeypatch.setattr("pyqueue._prune.PRUNE_INTERVAL", 0.3)
+
+
+def dead_past_retention(conn: Conn, queue: str) -> int:
+    """A dead job whose dead_retention has passed: only jobq.prune() removes it."""
+    conn.execute("SELECT jobq.configure_queue(%s, dead_retention => '1 second')", (queue,))
+    job_id = pyqueue.enqueue(conn, queue, {}, max_attempts=1)
+    conn.execute("SELECT jobq.fail(c.id, 'boom', c.lease_token) FROM jobq.claim(%s) AS c", (queue,))
+    conn.execute("UPDATE jobq._job_archive SET prune_after = now() - interval '1 second' WHERE id = %s",
+                 (job_id,))
+    return job_id
+
+
+def archived(conn: Conn, job_id: int) -> bool:
+    return bool(scalar(conn, "SELECT count(*) FROM jobq._job_archive WHERE id = %s", (job_id,)))
+
+
+def test_a_worker_prunes_the_archive_as_it_reaps(conn: Conn, dsn: str, prune_soon: None) -> None:
+    job_id = dead_past_retention(conn, "pr")
+    worker = pyqueue.Worker(dsn, reap_interval=0.2)
+    worker.register("pr", lambda job: None)
+    running = InThread(lambda: worker.run(handle_signals=False))
+    try:
+        wait_until(lambda: not archived(conn, job_id), "the worker to prune the dead job")
+    finally:
+        worker.stop()
+        running.join()
+
+
+def test_an_async_worker_prunes_too_and_reap_interval_none_turns_it_off(
+    conn: Conn, dsn: str, prune_soon: None
+) -> None:
+    kept = dead_past_retention(conn, "pk")
+
+    async def run(reap_interval: float | None, until: Callable[[], bool]) -> None:
+        worker = aio.AsyncWorker(dsn, reap_interval=reap_interval)
+
+        async def handle(job: aio.AsyncJob) -> None:
+            pass
+
+        worker.register("pk", handle)
+        task = asyncio.create_task(worker.run(handle_signals=False))
+        deadline = time.monotonic() + TIMEOUT
+        while not until() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        worker.stop()
+        await task
+
+    started = time.monotonic()
+    asyncio.run(run(None, lambda: time.monotonic() - started > 1.5))
+    assert archived(conn, kept), "no reaping, no pruning"
+    asyncio.run(run(0.2, lambda: not archived(conn, kept)))
+    assert not archived(conn, kept)
+
+
+def test_an_older_jobq_where_workers_may_not_prune_is_worked_quietly(
+    old_jobq_dsn: str, prune_soon: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="pyqueue")
+    role = f"w_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(old_jobq_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN IN ROLE jobq_worker")
+    try:
+        worker_dsn = make_conninfo(old_jobq_dsn, user=role)
+        worker = pyqueue.Worker(worker_dsn, reap_interval=0.2)
+        worker.register("nb", lambda job: None)
+        running = InThread(lambda: worker.run(handle_signals=False))
+        time.sleep(1.5)  # several prune intervals: each would be refused (0.3.0 lets only jobq_admin prune)
+        worker.stop()
+        running.join()
+        assert caplog.records == []
+    finally:
+        with psycopg.connect(old_jobq_dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+            conn.execute(f"DROP ROLE {role}")
