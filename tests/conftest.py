@@ -67,3 +67,21 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """An autocommit connection to this test's database."""
     with psycopg.connect(dsn, autocommit=True) as connection:
         yield connection
+
+
+def fresh_cron_database(proc: PostgreSQLExecutor) -> str:
+    """CRON_DATABASE (pg_cron's cron.database_name), created when missing and
+    emptied otherwise; its DSN. Never dropped: DROP DATABASE ... WITH (FORCE)
+    ends pg_cron's launcher, which exits cleanly, so the postmaster never
+    starts it again and no later test would see pg_cron run a job."""
+    with psycopg.connect(proc_dsn(proc, "postgres"), autocommit=True) as admin:
+        if admin.execute("SELECT FROM pg_database WHERE datname = %s", (CRON_DATABASE,)).fetchone() is None:
+            admin.execute(f'CREATE DATABASE "{CRON_DATABASE}"')
+    dsn = proc_dsn(proc, CRON_DATABASE)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP EXTENSION IF EXISTS pg_cron CASCADE")
+        conn.execute("DROP EXTENSION IF EXISTS jobq CASCADE")
+        conn.execute("DROP SCHEMA IF EXISTS jobq CASCADE")
+        conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    return dsn

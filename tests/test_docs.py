@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.localserver import find_bindir
-from tests.conftest import CRON_DATABASE, default_version, proc_dsn
+from tests.conftest import CRON_DATABASE, default_version, fresh_cron_database, proc_dsn
 from tests.doc_blocks import ROOT, Block, blocks, documents, stray_markers, wants_pg_cron
 
 MAX_NOT_RUN = 6  # "a few": each one is a snippet CI cannot vouch for
@@ -213,9 +213,12 @@ def create_database(proc: PostgreSQLExecutor, path: Path) -> str:
     """A fresh database for one document; its URL."""
     cron = wants_pg_cron(path)
     name = CRON_DATABASE if cron else "docs_" + re.sub(r"\W", "_", path.stem.lower())
-    with psycopg.connect(proc_dsn(proc, "postgres"), autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{name}"')
+    if cron:
+        fresh_cron_database(proc)  # pg_cron's database is emptied, never dropped
+    else:
+        with psycopg.connect(proc_dsn(proc, "postgres"), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{name}"')
     url = database_url(proc, name)
     if path.name != "README.md":
         with psycopg.connect(url, autocommit=True) as conn:
@@ -236,8 +239,13 @@ def role_names(proc: PostgreSQLExecutor) -> set[str]:
 
 
 def drop_databases(proc: PostgreSQLExecutor, names: set[str], roles: set[str]) -> None:
+    if CRON_DATABASE in names:
+        fresh_cron_database(proc)  # emptied, never dropped (conftest.fresh_cron_database)
+        with psycopg.connect(proc_dsn(proc, CRON_DATABASE), autocommit=True) as conn:
+            for role in sorted(roles):  # what they may still hold there (e.g. CONNECT)
+                conn.execute(f'DROP OWNED BY "{role}"')
     with psycopg.connect(proc_dsn(proc, "postgres"), autocommit=True) as admin:
-        for name in sorted(names):
+        for name in sorted(names - {CRON_DATABASE}):
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         for role in sorted(roles):
             admin.execute(f'DROP ROLE IF EXISTS "{role}"')

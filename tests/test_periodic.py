@@ -18,7 +18,7 @@ import pytest
 from psycopg.types.json import Jsonb
 from pytest_postgresql.executors import PostgreSQLExecutor
 
-from tests.conftest import CRON_DATABASE, install_jobq, proc_dsn
+from tests.conftest import CRON_DATABASE, fresh_cron_database, install_jobq
 from tests.coord_support import Conn, Threads, count_live, scalar, wait_until
 
 CRON_WAIT = 75.0  # seconds: pg_cron 1.4 runs jobs at minute boundaries
@@ -241,25 +241,17 @@ def test_a_tick_that_cannot_be_enqueued_is_skipped_with_a_warning(conn: Conn) ->
 
 @pytest.fixture
 def cron_db(postgresql_proc: PostgreSQLExecutor) -> Iterator[Conn]:
-    """CRON_DATABASE with jobq and pg_cron installed; dropped afterwards."""
-    admin_dsn = proc_dsn(postgresql_proc, "postgres")
-
-    def drop() -> None:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            # FORCE: pg_cron's scheduler stays connected to its database.
-            admin.execute(f'DROP DATABASE IF EXISTS "{CRON_DATABASE}" WITH (FORCE)')
-
-    drop()
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{CRON_DATABASE}"')
+    """CRON_DATABASE with jobq and pg_cron installed; emptied afterwards (never
+    dropped: see conftest.fresh_cron_database)."""
+    dsn = fresh_cron_database(postgresql_proc)
     try:
         install_jobq(postgresql_proc.host, postgresql_proc.port, postgresql_proc.user, CRON_DATABASE,
                      postgresql_proc.password)
-        with psycopg.connect(proc_dsn(postgresql_proc, CRON_DATABASE), autocommit=True) as conn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION pg_cron")
             yield conn
     finally:
-        drop()
+        fresh_cron_database(postgresql_proc)
 
 
 @pytest.mark.slow
