@@ -18,8 +18,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import tomllib
 from pytest_postgresql.executors import PostgreSQLExecutor
 
+import pyqueue
 from pyqueue import schema
 from pyqueue._sqlfiles import SqlScripts
 from pyqueue.schema import SchemaError
@@ -395,3 +397,10 @@ def test_an_old_extension_is_upgraded_with_alter_extension(empty: Conn) -> None:
     assert (change.action, change.previous, change.version, change.extension) == (
         "upgraded", FIRST_RELEASE, default_version(), True)
     assert schema.installed(empty) == schema.Installed(default_version(), extension=True)
+
+
+def test_pyqueue_is_released_with_the_jobq_version_it_installs() -> None:
+    """pyqueue X.Y.Z installs jobq X.Y.Z by default: pyproject, pyqueue.__version__ and
+    sql/jobq.control move together (CHANGELOG lists them under one heading)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert project == pyqueue.__version__ == default_version()
