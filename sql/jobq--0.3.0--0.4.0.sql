@@ -270,6 +270,9 @@ DECLARE
     v_ids bigint[];
     v_queues text[];
     v_wake text[];
+    v_keyed_ids bigint[];
+    v_keyed_queues text[];
+    v_keys text[];
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
@@ -298,16 +301,22 @@ BEGIN
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
             RETURNING j.id, j.queue, j.group_key, j.job_key
-        ), keyed AS (
-            INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
-            SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g WHERE g.job_key IS NOT NULL
-            ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at
         )
-        SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL)
-        INTO v_ids, v_queues, v_wake
+        SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
+               array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
+               array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
+               array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL)
+        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys
         FROM gone AS g;
         IF v_ids IS NULL THEN
             RETURN;
+        END IF;
+        IF v_keys IS NOT NULL THEN
+            -- A separate statement, so that finishing jobs without keys (the
+            -- common case) never opens jobq._key_done.
+            INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
+            SELECT u.queue, u.job_key, u.id, v_now FROM unnest(v_keyed_queues, v_keys, v_keyed_ids) AS u(queue, job_key, id)
+            ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at;
         END IF;
         INSERT INTO jobq._counter (queue, bucket, completed)
         SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
