@@ -18,6 +18,7 @@
 --     text overloads of complete, fail, heartbeat, release and snooze; claim('{a,b}') claims across queues
 --   * jobq.fail / fail_held with a NULL error raise JQ017 (new SQLSTATE: invalid argument)
 --   * jobq_worker may run jobq.prune(), so workers prune where pg_cron does not, as they reap
+--   * counters are folded under row locks (SKIP LOCKED), not an advisory lock any role could hold
 --   * views: jobq.stats.oldest_ready_age is NULL when nothing is ready; jobq.queues shows 0 for no
 --     concurrency or rate limit and NULL updated_at for a queue never configured
 --
@@ -374,6 +375,42 @@ END
 $$;
 COMMENT ON FUNCTION jobq._finish(bigint[], uuid[], text, text, boolean) IS
     'Deletes live jobs (fenced by lease token, or held by this transaction), counts them and keeps the history they need.';
+
+CREATE OR REPLACE FUNCTION jobq._fold_counters() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Fold the per-statement counter rows into one row per queue and minute;
+    -- rows older than a day into one row per queue at -infinity. Each folder
+    -- folds the rows it could lock (SKIP LOCKED: concurrent folders split
+    -- the rows, never wait, never count one twice, and the next fold merges
+    -- what they left); rows committed meanwhile wait for the next. Row locks
+    -- and not an advisory lock, which any role could hold to stop folding.
+    WITH counted AS (
+        SELECT c.ctid AS row_id, c.queue, c.bucket AS was,
+               CASE WHEN c.bucket < now() - interval '1 day' THEN '-infinity'::timestamptz ELSE c.bucket END AS bucket
+        FROM jobq._counter AS c
+        FOR UPDATE SKIP LOCKED
+    ), crowded AS (
+        SELECT k.queue, k.bucket
+        FROM counted AS k
+        GROUP BY k.queue, k.bucket
+        HAVING count(*) > 1 OR bool_or(k.was <> k.bucket)
+    ), gone AS (
+        DELETE FROM jobq._counter AS c
+        USING counted AS k
+        JOIN crowded AS w ON w.queue = k.queue AND w.bucket = k.bucket
+        WHERE c.ctid = k.row_id
+        RETURNING k.queue, k.bucket, c.completed, c.failed, c.dead
+    )
+    INSERT INTO jobq._counter (queue, bucket, completed, failed, dead)
+    SELECT g.queue, g.bucket, sum(g.completed), sum(g.failed), sum(g.dead)
+    FROM gone AS g
+    GROUP BY g.queue, g.bucket;
+END
+$$;
+COMMENT ON FUNCTION jobq._fold_counters() IS 'Folds counter rows into one per queue and minute (one per queue past a day).';
 
 CREATE FUNCTION jobq._forget_taken() RETURNS void
 LANGUAGE sql

@@ -813,15 +813,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- Fold the per-statement counter rows into one row per queue and minute;
-    -- rows older than a day into one row per queue at -infinity. One folder
-    -- at a time (the others skip); rows committed meanwhile wait for the next.
-    IF NOT pg_try_advisory_xact_lock(1785684595, 0) THEN
-        RETURN;
-    END IF;
+    -- rows older than a day into one row per queue at -infinity. Each folder
+    -- folds the rows it could lock (SKIP LOCKED: concurrent folders split
+    -- the rows, never wait, never count one twice, and the next fold merges
+    -- what they left); rows committed meanwhile wait for the next. Row locks
+    -- and not an advisory lock, which any role could hold to stop folding.
     WITH counted AS (
         SELECT c.ctid AS row_id, c.queue, c.bucket AS was,
                CASE WHEN c.bucket < now() - interval '1 day' THEN '-infinity'::timestamptz ELSE c.bucket END AS bucket
         FROM jobq._counter AS c
+        FOR UPDATE SKIP LOCKED
     ), crowded AS (
         SELECT k.queue, k.bucket
         FROM counted AS k

@@ -86,6 +86,25 @@ def test_a_role_without_grants_cannot_stall_a_limited_queue_or_a_group(conn: Con
         stranger.execute("SELECT FROM jobq._queue WHERE queue = 'lim2' FOR NO KEY UPDATE")
 
 
+def test_a_role_without_grants_cannot_stop_the_counters_folding(conn: Conn, dsn: str, stranger: Conn) -> None:
+    for _ in range(3):  # three finishing statements: three counter rows
+        conn.execute("SELECT jobq.enqueue('fold', '{}')")
+        conn.execute("SELECT jobq.complete(c.id, c.lease_token) FROM jobq.claim('fold') AS c")
+    assert scalar(conn, "SELECT count(*) FROM jobq._counter WHERE queue = 'fold'") == 3
+    stranger.execute("SELECT pg_advisory_lock(1785684595, 0)")  # what 0.3.0 folded under
+    with psycopg.connect(dsn) as other:
+        # Another folder holds some rows: this one neither waits nor counts them twice.
+        other.execute("SELECT FROM jobq._counter WHERE queue = 'fold' LIMIT 1 FOR UPDATE")
+        conn.execute("SET lock_timeout = '2s'")
+        conn.execute("SELECT jobq.reap()")
+        assert scalar(conn, "SELECT count(*) FROM jobq._counter WHERE queue = 'fold'") == 2
+        other.rollback()
+    conn.execute("SELECT jobq.prune()")
+    row = conn.execute("SELECT count(*), sum(completed) FROM jobq._counter WHERE queue = 'fold'").fetchone()
+    assert row == (1, 3)
+    assert scalar(conn, "SELECT completed_total FROM jobq.stats WHERE queue = 'fold'") == 3
+
+
 def test_a_limited_claim_skips_a_queue_another_claimer_is_counting(conn: Conn, dsn: str) -> None:
     conn.execute("SELECT jobq.configure_queue('busy', concurrency => 5)")
     enqueue_many(conn, "busy", 4)
