@@ -379,18 +379,11 @@ BAD_CALLS: dict[str, tuple[type[errors.JobqError], Callable[[Conn], Callable[[],
     "JQ016": (errors.InvalidPeriodicName, lambda c: _raw(c, "SELECT jobq.enqueue_periodic('no spaces')")),
     "JQ017": (errors.InvalidArgument, lambda c: _raw(c, "SELECT jobq.cancel_jobs('q', 'nonsense')")),
 }
-SINCE = {"JQ017": (0, 4)}  # SQLSTATEs that older jobq versions cannot raise
-
-
-def jobq_version(conn: Conn) -> tuple[int, ...]:
-    return tuple(int(part) for part in str(one(conn, "SELECT jobq.version()")).split(".")[:2])
 
 
 @pytest.mark.parametrize("sqlstate", sorted(BAD_CALLS))
 def test_bad_input_raises_its_typed_error_and_changes_nothing(conn: Conn, sqlstate: str) -> None:
     cls, setup = BAD_CALLS[sqlstate]
-    if jobq_version(conn) < SINCE.get(sqlstate, (0, 0)):
-        pytest.skip(f"{sqlstate} arrives with jobq {'.'.join(map(str, SINCE[sqlstate]))}")
     call = setup(conn)
     before = one(conn, "SELECT count(*) FROM jobq.jobs")
     with pytest.raises(cls) as caught:
