@@ -70,16 +70,19 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 
 def fresh_cron_database(proc: PostgreSQLExecutor) -> str:
-    """CRON_DATABASE (pg_cron's cron.database_name), created when missing and
-    emptied otherwise; its DSN. Never dropped: DROP DATABASE ... WITH (FORCE)
-    ends pg_cron's launcher, which exits cleanly, so the postmaster never
-    starts it again and no later test would see pg_cron run a job."""
+    """CRON_DATABASE (pg_cron's cron.database_name) with pg_cron installed and
+    nothing else: no pg_cron job, no jobq, an empty public schema; its DSN.
+    Neither the database nor pg_cron is ever dropped: DROP DATABASE ... WITH
+    (FORCE) ends pg_cron's launcher, which exits cleanly, so the postmaster
+    never starts it again and no later test would see pg_cron run a job (and
+    dropping the extension under a running launcher is not worth the risk)."""
     with psycopg.connect(proc_dsn(proc, "postgres"), autocommit=True) as admin:
         if admin.execute("SELECT FROM pg_database WHERE datname = %s", (CRON_DATABASE,)).fetchone() is None:
             admin.execute(f'CREATE DATABASE "{CRON_DATABASE}"')
     dsn = proc_dsn(proc, CRON_DATABASE)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DROP EXTENSION IF EXISTS pg_cron CASCADE")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        conn.execute("SELECT cron.unschedule(jobid) FROM cron.job")
         conn.execute("DROP EXTENSION IF EXISTS jobq CASCADE")
         conn.execute("DROP SCHEMA IF EXISTS jobq CASCADE")
         conn.execute("DROP SCHEMA IF EXISTS public CASCADE")

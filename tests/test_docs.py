@@ -223,7 +223,7 @@ def create_database(proc: PostgreSQLExecutor, path: Path) -> str:
     if path.name != "README.md":
         with psycopg.connect(url, autocommit=True) as conn:
             if cron:
-                conn.execute("CREATE EXTENSION pg_cron")
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
             conn.execute("CREATE EXTENSION jobq")
     return url
 

@@ -248,7 +248,7 @@ def cron_db(postgresql_proc: PostgreSQLExecutor) -> Iterator[Conn]:
         install_jobq(postgresql_proc.host, postgresql_proc.port, postgresql_proc.user, CRON_DATABASE,
                      postgresql_proc.password)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION pg_cron")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")  # conftest.fresh_cron_database keeps it
             yield conn
     finally:
         fresh_cron_database(postgresql_proc)
