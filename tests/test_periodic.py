@@ -4,21 +4,23 @@ The function pg_cron calls at every tick, jobq.enqueue_periodic(name), is
 tested directly: it deduplicates while a run is active (ready, scheduled or
 running; also when many ticks race) and enqueues again once the run is
 over. One slow test proves that pg_cron itself enqueues: pg_cron only runs in
-the database named by cron.database_name (conftest.CRON_DATABASE) and its
+the database named by cron.database_name (on a server of the test's own) and its
 finest schedule is one minute, so it waits up to 75 seconds.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
-from pytest_postgresql.executors import PostgreSQLExecutor
 
-from tests.conftest import CRON_DATABASE, fresh_cron_database, install_jobq
+from pyqueue.localserver import LocalServer
+from tests.conftest import install_jobq
 from tests.coord_support import Conn, Threads, count_live, scalar, wait_until
 
 CRON_WAIT = 75.0  # seconds: pg_cron 1.4 runs jobs at minute boundaries
@@ -240,18 +242,22 @@ def test_a_tick_that_cannot_be_enqueued_is_skipped_with_a_warning(conn: Conn) ->
 # pg_cron itself ------------------------------------------------------------------------------------
 
 @pytest.fixture
-def cron_db(postgresql_proc: PostgreSQLExecutor) -> Iterator[Conn]:
-    """CRON_DATABASE with jobq and pg_cron installed; emptied afterwards (never
-    dropped: see conftest.fresh_cron_database)."""
-    dsn = fresh_cron_database(postgresql_proc)
-    try:
-        install_jobq(postgresql_proc.host, postgresql_proc.port, postgresql_proc.user, CRON_DATABASE,
-                     postgresql_proc.password)
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")  # conftest.fresh_cron_database keeps it
+def cron_db(tmp_path: Path) -> Iterator[Conn]:
+    """jobq and pg_cron on a server of this test's own (pyqueue.localserver, which
+    loads pg_cron for its database), stopped afterwards. Not the shared test
+    server: other tests use its cron database too, and once anything ends
+    pg_cron's launcher there (DROP DATABASE ... WITH (FORCE) does) the
+    postmaster never starts it again."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = LocalServer(tmp_path / "cron", port=port, database="jobq_cron_own")
+    if not server.pg_cron:
+        pytest.fail("pg_cron is not installed on this machine (make deps installs postgresql-15-cron)")
+    with server:
+        install_jobq(server.host, server.port, "postgres", server.database, None)
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
             yield conn
-    finally:
-        fresh_cron_database(postgresql_proc)
 
 
 @pytest.mark.slow
