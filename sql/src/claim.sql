@@ -1,0 +1,236 @@
+---------------------------------------------------------------------------
+-- 6. worker API
+---------------------------------------------------------------------------
+
+CREATE FUNCTION jobq._claim(p_queues text[], p_n integer, p_worker text, p_lease interval)
+RETURNS SETOF jobq.job
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    v_plain record;
+    v_ids bigint[];
+    v_leases interval[];
+    v_now timestamptz;
+BEGIN
+    -- What both claim() overloads do once their arguments are checked:
+    -- lease up to p_n ready jobs across p_queues, most urgent first
+    -- (priority, run_at, id), each under its queue's lease unless given;
+    -- paused queues, concurrency and rate limits and serial groups honoured.
+    v_now := clock_timestamp();
+    v_plain := jobq._plain_leases(p_queues, p_lease);
+    IF v_plain.names IS NOT NULL THEN
+        -- Plain queues: one statement picks (an index scan per queue) and
+        -- leases. The lease writes no indexed column: a HOT update on the
+        -- row's own page; the row stays in the claim index, and claims skip
+        -- it by its status.
+        RETURN QUERY
+        WITH leased AS (
+            UPDATE jobq._job AS j
+            SET status = 'running',
+                attempts = j.attempts + 1,
+                lease_token = gen_random_uuid(),
+                lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],
+                worker = p_worker,
+                started_at = v_now
+            WHERE j.id = ANY (ARRAY(
+                SELECT c.id
+                FROM unnest(v_plain.names) AS q(name),
+                     LATERAL (SELECT p.id, p.priority, p.run_at
+                              FROM jobq._job AS p
+                              WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                                AND p.run_at <= now() AND p.group_key IS NULL
+                              ORDER BY p.priority, p.run_at, p.id
+                              LIMIT p_n
+                              FOR UPDATE SKIP LOCKED) AS c
+                ORDER BY c.priority, c.run_at, c.id
+                LIMIT p_n))
+            RETURNING j.*
+        )
+        SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+               l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
+               l.timeout
+        FROM leased AS l
+        ORDER BY l.priority, l.run_at, l.id;
+        RETURN;
+    END IF;
+    -- Limits, pause or serial groups: jobq._pick counts and locks. These
+    -- leases are parked at once: limited queues count their running jobs by
+    -- the parked index.
+    SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
+    FROM jobq._pick(p_queues, p_n, p_lease, v_now) AS p;
+    RETURN QUERY
+    WITH leased AS (
+        UPDATE jobq._job AS j
+        SET status = 'running',
+            parked = true,
+            attempts = j.attempts + 1,
+            lease_token = gen_random_uuid(),
+            lease_expires_at = v_now + p.lease,
+            worker = p_worker,
+            started_at = v_now
+        FROM unnest(v_ids, v_leases) AS p(id, lease)
+        WHERE j.id = p.id
+        RETURNING j.*
+    )
+    SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+           l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
+           l.timeout
+    FROM leased AS l
+    ORDER BY l.priority, l.run_at, l.id;
+END
+$$;
+COMMENT ON FUNCTION jobq._claim(text[], integer, text, interval) IS
+    'The claim itself (arguments already checked): fast path for plain queues, jobq._pick otherwise.';
+
+CREATE FUNCTION jobq.claim(
+    queue text,
+    n integer DEFAULT 1,
+    worker text DEFAULT NULL,
+    lease interval DEFAULT NULL
+) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+BEGIN
+    -- Lease up to n ready jobs of one queue: priority, then run_at, then id.
+    IF NOT jobq._claim_args_ok(ARRAY[claim.queue], claim.n, claim.lease, claim.worker) THEN
+        IF claim.queue LIKE '{%}' THEN
+            -- An array literal that came untyped (node-postgres sends every
+            -- parameter untyped, and PostgreSQL resolves an untyped argument
+            -- to this text overload). No queue name has a brace: claim across
+            -- the queues it lists.
+            RETURN QUERY SELECT * FROM jobq.claim(jobq._queue_list(claim.queue), claim.n, claim.worker, claim.lease);
+            RETURN;
+        END IF;
+        PERFORM jobq._check_queue(claim.queue, 'queue');
+        PERFORM jobq._check_worker(claim.worker);
+        PERFORM jobq._check_claim_args(ARRAY[claim.queue], claim.n, claim.lease);
+    END IF;
+    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
+END
+$$;
+COMMENT ON FUNCTION jobq.claim(text, integer, text, interval) IS
+    'Leases up to n ready jobs of a queue (FOR UPDATE SKIP LOCKED), most urgent first; ''{a,b}'' claims across queues a and b.';
+
+CREATE FUNCTION jobq.claim(
+    queues text[],
+    n integer DEFAULT 1,
+    worker text DEFAULT NULL,
+    lease interval DEFAULT NULL
+) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+BEGIN
+    -- Lease up to n ready jobs across several queues, most urgent first
+    -- (priority, run_at, id), each under its queue's lease unless given;
+    -- paused queues, concurrency and rate limits and serial groups honoured.
+    IF NOT jobq._claim_args_ok(claim.queues, claim.n, claim.lease, claim.worker) THEN
+        PERFORM jobq._check_worker(claim.worker);
+        PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
+    END IF;
+    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
+END
+$$;
+COMMENT ON FUNCTION jobq.claim(text[], integer, text, interval) IS
+    'Leases up to n ready jobs across several queues (FOR UPDATE SKIP LOCKED), most urgent first.';
+
+CREATE FUNCTION jobq._lock_ready(p_queue text, p_n integer) RETURNS SETOF jobq.job
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    -- Row-lock up to n ready jobs of one queue for work inside the caller's
+    -- transaction (take, hold), most urgent first, as that transaction sees
+    -- them: no lease, this attempt counted. One index scan on a plain queue,
+    -- the full path (jobq._pick) otherwise; then the jobs hold their queue's
+    -- concurrency slots until the transaction ends. Arguments are already
+    -- validated.
+    IF (jobq._plain_leases(ARRAY[p_queue], NULL)).names IS NOT NULL THEN
+        RETURN QUERY
+        SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
+               j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error,
+               j.group_key, j.timeout
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
+          AND j.group_key IS NULL
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT p_n
+        FOR UPDATE SKIP LOCKED;
+        RETURN;
+    END IF;
+    SELECT array_agg(p.id) INTO v_ids FROM jobq._pick(ARRAY[p_queue], p_n, NULL, clock_timestamp()) AS p;
+    IF cardinality(v_ids) > 0 THEN
+        INSERT INTO jobq._taken (queue, n) VALUES (p_queue, cardinality(v_ids));
+    END IF;
+    RETURN QUERY
+    SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
+           j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error, j.group_key,
+           j.timeout
+    FROM jobq._job AS j
+    WHERE j.id = ANY (v_ids)
+    ORDER BY j.priority, j.run_at, j.id;
+END
+$$;
+COMMENT ON FUNCTION jobq._lock_ready(text, integer) IS
+    'Row-locks up to n ready jobs of a queue for in-transaction work (take, hold); limits and groups honoured.';
+
+CREATE FUNCTION jobq.take(queue text, n integer DEFAULT 1) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+BEGIN
+    -- Exactly-once processing for work that only touches this database:
+    -- remove up to n ready jobs inside the caller's transaction, without a
+    -- lease. Commit and they are done (counted as completed) together with
+    -- the caller's writes; roll back, or crash, and they are back,
+    -- untouched. (To fail jobs one by one, use hold.) The rows stay locked
+    -- (and, for limited queues, the queue's slots held) until then.
+    IF NOT jobq._claim_args_ok(ARRAY[take.queue], take.n, NULL, NULL) THEN
+        PERFORM jobq._check_queue(take.queue, 'queue');
+        PERFORM jobq._check_claim_args(ARRAY[take.queue], take.n, NULL);
+    END IF;
+    RETURN QUERY
+    WITH held AS (
+        SELECT * FROM jobq._lock_ready(take.queue, take.n)
+    ), done AS (
+        SELECT count(*) FROM jobq._finish(ARRAY(SELECT h.id FROM held AS h), NULL, 'completed', NULL, true)
+    )
+    SELECT h.* FROM held AS h, done ORDER BY h.priority, h.run_at, h.id;
+END
+$$;
+COMMENT ON FUNCTION jobq.take(text, integer) IS
+    'Removes up to n ready jobs inside the caller''s transaction: done on commit, back untouched on rollback.';
+
+CREATE FUNCTION jobq.hold(queue text, n integer DEFAULT 1) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+BEGIN
+    -- In-transaction processing, job by job: row-lock up to n ready jobs for
+    -- the caller's transaction, writing nothing (no lease). Acknowledge each
+    -- before the commit with jobq.complete_held() or jobq.fail_held(); a job
+    -- neither acknowledged, and every job of a transaction that rolls back
+    -- or crashes, stays ready, untouched. attempts shows this attempt.
+    IF NOT jobq._claim_args_ok(ARRAY[hold.queue], hold.n, NULL, NULL) THEN
+        PERFORM jobq._check_queue(hold.queue, 'queue');
+        PERFORM jobq._check_claim_args(ARRAY[hold.queue], hold.n, NULL);
+    END IF;
+    RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
+END
+$$;
+COMMENT ON FUNCTION jobq.hold(text, integer) IS
+    'Row-locks up to n ready jobs for the caller''s transaction (no lease); acknowledge with complete_held / fail_held.';

@@ -1,0 +1,239 @@
+CREATE FUNCTION jobq._taken_in_transaction(p_queue text) RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- How many jobs of p_queue this transaction took or holds (take, hold on
+    -- the full path): they run inside it, so they hold concurrency slots
+    -- until it ends. Read from jobq._taken, which only jobq's functions
+    -- write: nothing a caller can set changes what a limit allows.
+    SELECT coalesce(sum(t.n), 0)::integer
+    FROM jobq._taken AS t
+    WHERE t.xact = pg_current_xact_id_if_assigned() AND t.queue = p_queue
+$$;
+COMMENT ON FUNCTION jobq._taken_in_transaction(text) IS 'Jobs of a queue taken by take() in the current transaction.';
+
+CREATE FUNCTION jobq._queue_list(p_literal text) RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The queue names of an array literal such as '{emails,sms}' that
+    -- reached claim(text) untyped; JQ001 when it is not a valid literal.
+    RETURN p_literal::text[];
+EXCEPTION WHEN invalid_text_representation THEN
+    RAISE EXCEPTION 'jobq: queue must be a queue name or an array literal of queue names, got %',
+            pg_catalog.quote_literal(pg_catalog.left(p_literal, 200))
+        USING ERRCODE = 'JQ001',
+              HINT = 'Pass e.g. ''{emails,sms}'', or a text[] (in node-postgres: $1::text[] with a JS array).';
+END
+$$;
+COMMENT ON FUNCTION jobq._queue_list(text) IS 'Parses an untyped array literal of queue names; JQ001 when malformed.';
+
+CREATE FUNCTION jobq._check_claim_args(p_queues text[], p_n integer, p_lease interval) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue record;
+BEGIN
+    -- Raise the JQ error of the first bad argument of a claim, take or hold:
+    -- not READ COMMITTED, n, lease, or the queue list and each name in it.
+    PERFORM jobq._check_read_committed();
+    PERFORM jobq._check_batch(p_n, 'n', 1000);
+    PERFORM jobq._check_interval(p_lease, 'lease', interval '1 second', interval '1 day');
+    IF p_queues IS NULL OR cardinality(p_queues) NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names, got %',
+                coalesce(cardinality(p_queues)::text || ' elements', 'NULL')
+            USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails'', ''sms''].';
+    END IF;
+    -- By position: arrays may start at any index.
+    FOR v_queue IN SELECT u.name, u.ord FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord) LOOP
+        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', v_queue.ord));
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_claim_args(text[], integer, interval) IS
+    'Raises the JQ error of the first bad claim/take/hold argument (isolation, n, lease, queue names).';
+
+CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n integer, p_lease interval, p_worker text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Whether a claim's arguments are all good, in one expression (no
+    -- query): the hot path asks this, and only a false sends it through the
+    -- checks that name the bad argument (_check_claim_args, _check_worker,
+    -- _check_queue), which this must never be more lenient than. Queue names
+    -- are joined with spaces, a character no good name has; a bad name with
+    -- a space in it shows in the count of spaces.
+    RETURN coalesce(
+        p_n BETWEEN 0 AND 1000
+        AND (p_lease IS NULL
+             OR (p_lease BETWEEN interval '1 second' AND interval '1 day'
+                 AND date_part('month', p_lease) = 0 AND date_part('year', p_lease) = 0
+                 AND date_part('day', p_lease) * (extract(epoch FROM p_lease) - date_part('day', p_lease) * 86400) >= 0))
+        AND coalesce(char_length(p_worker), 0) <= 200
+        AND cardinality(p_queues) BETWEEN 1 AND 100
+        AND array_position(p_queues, NULL) IS NULL
+        AND array_to_string(p_queues, ' ') ~ '^[A-Za-z0-9_.:-]{1,128}( [A-Za-z0-9_.:-]{1,128})*$'
+        AND char_length(array_to_string(p_queues, ' ')) - char_length(replace(array_to_string(p_queues, ' '), ' ', ''))
+            = cardinality(p_queues) - 1
+        AND current_setting('transaction_isolation') = 'read committed',
+        false);
+END
+$$;
+COMMENT ON FUNCTION jobq._claim_args_ok(text[], integer, interval, text) IS
+    'True when every claim argument is valid (the hot path''s one test; the _check functions name a bad one).';
+
+CREATE FUNCTION jobq._plain_leases(p_queues text[], p_lease interval, OUT names text[], OUT leases interval[])
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    v_plain boolean;
+BEGIN
+    -- When every queue of a claim is plain — not paused, no concurrency or
+    -- rate limit, no serial-group job in it — their distinct names (first
+    -- occurrence order) and leases (p_lease, else each queue's setting), for
+    -- the one-statement fast path. NULLs otherwise: the claim takes the full
+    -- path (jobq._pick). The arguments are already validated.
+    SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease) ORDER BY u.ord),
+           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL
+                    AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
+    INTO names, leases, v_plain
+    FROM (SELECT q.name, min(q.ord) AS ord
+          FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
+          GROUP BY q.name) AS u,
+         LATERAL jobq._settings(u.name) AS s;
+    IF NOT v_plain THEN
+        names := NULL;
+        leases := NULL;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._plain_leases(text[], interval) IS
+    'Names and leases of the queues of a claim when all are plain (no pause, limits or groups); NULLs otherwise.';
+
+CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
+RETURNS TABLE (id bigint, lease interval)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    v_queue text;
+    v_settings jobq._queue;
+    v_now timestamptz := p_now;   -- the start time the rate limit counts (the claim's started_at)
+    v_names text[] := '{}';
+    v_leases interval[] := '{}';
+    v_allow integer[] := '{}';
+    v_rated text[] := '{}';
+    v_slots integer;
+    v_ids bigint[];
+    v_grouped boolean;
+BEGIN
+    -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
+    -- p_queues, most urgent first, that may start now: the queue is not
+    -- paused, has a free concurrency slot and rate budget, and the job heads
+    -- its serial group. A limited queue's slots are counted under a row lock
+    -- on its own jobq._queue row, taken with SKIP LOCKED (a busy queue
+    -- yields no jobs, never a wait, and a crashed claimer's lock vanishes
+    -- with its transaction; only jobq's roles can lock that row, where any
+    -- role can take an advisory lock); each count runs in a statement that
+    -- starts after the lock, so it sees every claim that committed before.
+    -- Group heads are row-locked (SKIP LOCKED) and re-checked after the
+    -- locks. The jobs this path leases are parked, so the count of a queue's
+    -- running jobs is an index scan. Records the starts of rate-limited
+    -- queues at p_now, which the caller also stamps on the jobs as
+    -- started_at. Jobs taken earlier in this transaction (take, hold) count
+    -- as running.
+    PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
+    FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
+                   ORDER BY u.name, u.ord LOOP
+        v_settings := jobq._settings(v_queue);
+        v_slots := p_n;
+        IF v_settings.paused THEN
+            v_slots := 0;
+        ELSIF v_settings.concurrency IS NOT NULL OR v_settings.rate_limit IS NOT NULL THEN
+            PERFORM FROM jobq._queue AS q WHERE q.queue = v_queue FOR NO KEY UPDATE SKIP LOCKED;
+            IF NOT FOUND THEN
+                v_slots := 0;   -- another claimer is counting this queue's slots right now
+            END IF;
+        END IF;
+        IF v_slots > 0 AND v_settings.concurrency IS NOT NULL THEN
+            SELECT least(v_slots, v_settings.concurrency - count(*)
+                                  - jobq._taken_in_transaction(v_queue))::integer INTO v_slots
+            FROM jobq._job AS j
+            WHERE j.queue = v_queue AND j.parked;
+        END IF;
+        IF v_slots > 0 AND v_settings.rate_limit IS NOT NULL THEN
+            DELETE FROM jobq._rate_start AS r
+            WHERE r.queue = v_queue AND r.started_at <= v_now - v_settings.rate_interval;
+            SELECT least(v_slots, v_settings.rate_limit - coalesce(sum(r.n), 0))::integer INTO v_slots
+            FROM jobq._rate_start AS r
+            WHERE r.queue = v_queue AND r.started_at > v_now - v_settings.rate_interval;
+            v_rated := v_rated || v_queue;
+        END IF;
+        v_names := v_names || v_queue;
+        v_leases := v_leases || coalesce(p_lease, v_settings.lease);
+        v_allow := v_allow || greatest(v_slots, 0);
+    END LOOP;
+
+    -- Candidates: per queue, its most urgent unlocked ready rows (one index
+    -- scan each); a serial-group job only when it heads its group (its row
+    -- lock makes this transaction the group's only claimer of it).
+    SELECT array_agg(c.id ORDER BY c.priority, c.run_at, c.id),
+           array_agg(c.lease ORDER BY c.priority, c.run_at, c.id),
+           array_agg(c.queue ORDER BY c.priority, c.run_at, c.id),
+           coalesce(bool_or(c.grouped), false)
+    INTO v_ids, v_leases, v_names, v_grouped
+    FROM (
+        SELECT c.id, c.priority, c.run_at, c.grouped, q.name AS queue, q.lease
+        FROM unnest(v_names, v_allow, v_leases) AS q(name, slots, lease),
+             LATERAL (
+                 SELECT j.id, j.priority, j.run_at, j.group_key IS NOT NULL AS grouped
+                 FROM jobq._job AS j
+                 WHERE j.queue = q.name AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
+                   AND (j.group_key IS NULL
+                        OR NOT EXISTS (SELECT FROM jobq._job AS g
+                                       WHERE g.queue = j.queue AND g.group_key = j.group_key
+                                         AND g.id <> j.id AND (g.id < j.id OR g.status = 'running')))
+                 ORDER BY j.priority, j.run_at, j.id
+                 LIMIT q.slots
+                 FOR UPDATE SKIP LOCKED
+             ) AS c
+        WHERE q.slots > 0
+        ORDER BY c.priority, c.run_at, c.id
+        LIMIT p_n
+    ) AS c;
+
+    IF v_grouped THEN
+        -- Re-check group heads with a snapshot taken after the row locks: a
+        -- claim of the same group that committed meanwhile is now visible.
+        SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+        INTO v_ids, v_leases, v_names
+        FROM unnest(v_ids, v_leases, v_names) WITH ORDINALITY AS u(id, lease, queue, ord)
+        JOIN jobq._job AS j ON j.id = u.id
+        WHERE j.group_key IS NULL
+           OR NOT EXISTS (SELECT FROM jobq._job AS g
+                          WHERE g.queue = j.queue AND g.group_key = j.group_key
+                            AND g.id <> j.id AND (g.id < j.id OR g.status = 'running'));
+    END IF;
+
+    IF cardinality(v_rated) > 0 THEN
+        INSERT INTO jobq._rate_start (queue, started_at, n)
+        SELECT r.queue, v_now, count(*)
+        FROM unnest(v_names) AS r(queue)
+        WHERE r.queue = ANY (v_rated)
+        GROUP BY r.queue;
+    END IF;
+
+    RETURN QUERY SELECT u.id, u.lease FROM unnest(v_ids, v_leases) AS u(id, lease);
+END
+$$;
+COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
+    'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';

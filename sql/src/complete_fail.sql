@@ -1,0 +1,333 @@
+CREATE FUNCTION jobq.complete_held(ids bigint[]) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_done integer;
+BEGIN
+    -- Acknowledge success of jobs this transaction holds (jobq.hold): they
+    -- are done when it commits. Returns how many it completed; leased,
+    -- finished and unknown ids, and jobs another transaction holds, are left
+    -- alone (never waited for).
+    IF complete_held.ids IS NULL OR array_position(complete_held.ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'jobq: ids must be an array of job ids without NULL'
+            USING ERRCODE = 'JQ010', HINT = 'Pass the ids of the jobs jobq.hold() returned.';
+    END IF;
+    PERFORM jobq._check_batch(cardinality(complete_held.ids), 'cardinality(ids)', 10000);
+    SELECT count(*) INTO v_done FROM jobq._finish(complete_held.ids, NULL, 'completed', NULL, true);
+    RETURN v_done;
+END
+$$;
+COMMENT ON FUNCTION jobq.complete_held(bigint[]) IS
+    'Marks jobs held by this transaction done (on commit); returns how many; never waits for another holder.';
+
+CREATE FUNCTION jobq.fail_held(id bigint, error text, retry_at timestamptz DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_job jobq._job;
+    v_settings jobq._queue;
+    v_error text := jobq._error_text(fail_held.error);
+BEGIN
+    -- Record a failed attempt of a job this transaction holds (jobq.hold):
+    -- it retries after backoff (or at retry_at), or goes to dead letter when
+    -- its attempts are used up, as jobq.fail() does for a leased job. False
+    -- (and no change) when the job is not ready and due (hold took only
+    -- those; a job failed once already waits for its retry), or another
+    -- transaction holds it.
+    IF fail_held.id IS NULL THEN
+        RAISE EXCEPTION 'jobq: id must not be NULL'
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id of a job jobq.hold() returned.';
+    END IF;
+    PERFORM jobq._check_error(fail_held.error);
+    IF fail_held.retry_at IS NOT NULL THEN
+        PERFORM jobq._check_time(fail_held.retry_at, 'retry_at');
+    END IF;
+    BEGIN
+        SELECT * INTO v_job FROM jobq._job AS j
+        WHERE j.id = fail_held.id AND j.status = 'ready' AND j.run_at <= now()
+        FOR UPDATE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN false;
+    END;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO jobq._counter (queue, bucket, failed) VALUES (v_job.queue, date_trunc('minute', now()), 1);
+    IF v_job.attempts + 1 >= v_job.max_attempts THEN
+        PERFORM jobq._finish(ARRAY[v_job.id], NULL, 'dead', v_error, true);
+        RETURN true;
+    END IF;
+    v_settings := jobq._settings(v_job.queue);
+    UPDATE jobq._job AS j
+    SET attempts = j.attempts + 1,
+        run_at = coalesce(fail_held.retry_at,
+                          now() + jobq._backoff_delay(v_job.attempts + 1, v_settings.backoff_base,
+                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
+                                                      random())),
+        last_error = v_error,
+        worker = session_user,
+        started_at = clock_timestamp()
+    WHERE j.id = v_job.id;
+    PERFORM pg_notify('jobq', v_job.queue);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.fail_held(bigint, text, timestamptz) IS
+    'Records a failed attempt of a job held by this transaction (backoff or dead letter); false when not held.';
+
+CREATE FUNCTION jobq.complete(id bigint, lease_token uuid) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+BEGIN
+    -- Acknowledge success of a job still held under lease_token.
+    -- False (and no change) when the lease was lost or the id is unknown.
+    PERFORM jobq._check_lease_args(complete.id, complete.lease_token);
+    RETURN EXISTS (
+        SELECT FROM jobq._finish(ARRAY[complete.id], ARRAY[complete.lease_token], 'completed', NULL));
+END
+$$;
+COMMENT ON FUNCTION jobq.complete(bigint, uuid) IS
+    'Marks a job done if still held under lease_token; false when the lease was lost or the id is unknown.';
+
+CREATE FUNCTION jobq.complete_many(ids bigint[], lease_tokens uuid[]) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_done integer;
+BEGIN
+    -- Acknowledge many jobs in one statement; returns how many were still
+    -- held under their lease tokens (the others are left alone).
+    IF complete_many.ids IS NULL OR complete_many.lease_tokens IS NULL
+       OR cardinality(complete_many.ids) <> cardinality(complete_many.lease_tokens) THEN
+        RAISE EXCEPTION 'jobq: ids and lease_tokens must be arrays of the same length'
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, in the same order.';
+    END IF;
+    PERFORM jobq._check_batch(cardinality(complete_many.ids), 'cardinality(ids)', 10000);
+    IF array_position(complete_many.ids, NULL) IS NOT NULL
+       OR array_position(complete_many.lease_tokens, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'jobq: ids and lease_tokens must not contain NULL'
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job.';
+    END IF;
+    SELECT count(*) INTO v_done
+    FROM jobq._finish(complete_many.ids, complete_many.lease_tokens, 'completed', NULL);
+    RETURN v_done;
+END
+$$;
+COMMENT ON FUNCTION jobq.complete_many(bigint[], uuid[]) IS
+    'Marks many jobs done in one statement; returns how many were still held under their lease tokens.';
+
+CREATE FUNCTION jobq.fail(id bigint, error text, lease_token uuid, retry_at timestamptz DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_job jobq._job;
+    v_settings jobq._queue;
+    v_error text := jobq._error_text(fail.error);
+BEGIN
+    -- Record a failed attempt of a job held under lease_token: retry after
+    -- exponential backoff with jitter (or at retry_at), or dead-letter it when
+    -- its attempts are used up. False (and no change) when the lease was lost.
+    PERFORM jobq._check_lease_args(fail.id, fail.lease_token);
+    PERFORM jobq._check_error(fail.error);
+    IF fail.retry_at IS NOT NULL THEN
+        PERFORM jobq._check_time(fail.retry_at, 'retry_at');
+    END IF;
+
+    SELECT * INTO v_job FROM jobq._job AS j
+    WHERE j.id = fail.id AND j.lease_token = fail.lease_token
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO jobq._counter (queue, bucket, failed) VALUES (v_job.queue, date_trunc('minute', now()), 1);
+
+    IF v_job.attempts >= v_job.max_attempts THEN
+        PERFORM jobq._finish(ARRAY[v_job.id], ARRAY[v_job.lease_token], 'dead', v_error);
+        RETURN true;
+    END IF;
+
+    v_settings := jobq._settings(v_job.queue);
+    UPDATE jobq._job AS j
+    SET status = 'ready',
+        parked = false,
+        run_at = coalesce(fail.retry_at,
+                          now() + jobq._backoff_delay(v_job.attempts, v_settings.backoff_base,
+                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
+                                                      random())),
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        last_error = v_error
+    WHERE j.id = v_job.id;
+    -- A freed concurrency slot or group, or a retry already due: let workers look.
+    PERFORM pg_notify('jobq', v_job.queue);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.fail(bigint, text, uuid, timestamptz) IS
+    'Records a failure: retries after backoff (or at retry_at) or dead-letters when out of attempts; false when the lease was lost.';
+
+CREATE FUNCTION jobq.heartbeat(id bigint, lease_token uuid, extend interval DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    -- Extend the lease of a job still held under lease_token to now() +
+    -- extend (default: the queue's lease). False when the lease was lost.
+    -- A job that lives to be heart-beaten is long-running: it is parked (out
+    -- of the claim index), so claims do not step over it while it runs.
+    PERFORM jobq._check_lease_args(heartbeat.id, heartbeat.lease_token);
+    PERFORM jobq._check_interval(heartbeat.extend, 'extend', interval '1 second', interval '1 day');
+    UPDATE jobq._job AS j
+    SET lease_expires_at = clock_timestamp()
+                           + coalesce(heartbeat.extend, (jobq._settings(j.queue)).lease),
+        parked = true
+    WHERE j.id = heartbeat.id AND j.lease_token = heartbeat.lease_token
+    RETURNING j.queue INTO v_queue;
+    RETURN v_queue IS NOT NULL;
+END
+$$;
+COMMENT ON FUNCTION jobq.heartbeat(bigint, uuid, interval) IS
+    'Extends a lease held under lease_token; false when the lease was lost.';
+
+CREATE FUNCTION jobq.release(id bigint, lease_token uuid) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    -- Hand a claimed job back untouched (a worker shutting down with jobs it
+    -- never started): ready again at its old run_at, the attempt not spent.
+    -- False when the lease was lost.
+    PERFORM jobq._check_lease_args(release.id, release.lease_token);
+    UPDATE jobq._job AS j
+    SET status = 'ready',
+        parked = false,
+        attempts = greatest(j.attempts - 1, 0),
+        lease_token = NULL,
+        lease_expires_at = NULL
+    WHERE j.id = release.id AND j.lease_token = release.lease_token
+    RETURNING j.queue INTO v_queue;
+    IF v_queue IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_notify('jobq', v_queue);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.release(bigint, uuid) IS
+    'Returns a claimed job to the queue without spending an attempt; false when the lease was lost.';
+
+CREATE FUNCTION jobq.snooze(id bigint, lease_token uuid, run_at timestamptz) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    -- A worker reschedules the job it holds to run_at, without spending an
+    -- attempt (not a failure: e.g. "the report is not ready yet").
+    -- False when the lease was lost.
+    PERFORM jobq._check_lease_args(snooze.id, snooze.lease_token);
+    PERFORM jobq._check_time(snooze.run_at, 'run_at');
+    UPDATE jobq._job AS j
+    SET status = 'ready',
+        parked = false,
+        run_at = snooze.run_at,
+        attempts = greatest(j.attempts - 1, 0),
+        lease_token = NULL,
+        lease_expires_at = NULL
+    WHERE j.id = snooze.id AND j.lease_token = snooze.lease_token
+    RETURNING j.queue INTO v_queue;
+    IF v_queue IS NULL THEN
+        RETURN false;
+    END IF;
+    -- A freed slot or group, or a run_at already due: let workers look.
+    PERFORM pg_notify('jobq', v_queue);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.snooze(bigint, uuid, timestamptz) IS
+    'Reschedules a held job to run_at without spending an attempt; false when the lease was lost.';
+
+-- The same five calls with the lease token as text: an untyped token (a
+-- string literal, or a parameter from a driver that sends them untyped, such
+-- as node-postgres) resolves to these, and one that is not a UUID gets JQ010
+-- instead of a bare cast error. A uuid-typed token takes the calls above.
+
+CREATE FUNCTION jobq.complete(id bigint, lease_token text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- jobq.complete with the lease token as text (JQ010 when not a UUID).
+    RETURN jobq.complete(complete.id, jobq._lease_token(complete.lease_token));
+END
+$$;
+COMMENT ON FUNCTION jobq.complete(bigint, text) IS
+    'jobq.complete with the lease token as text (JQ010 when it is not a UUID).';
+
+CREATE FUNCTION jobq.fail(id bigint, error text, lease_token text, retry_at timestamptz DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- jobq.fail with the lease token as text (JQ010 when not a UUID).
+    RETURN jobq.fail(fail.id, fail.error, jobq._lease_token(fail.lease_token), fail.retry_at);
+END
+$$;
+COMMENT ON FUNCTION jobq.fail(bigint, text, text, timestamptz) IS
+    'jobq.fail with the lease token as text (JQ010 when it is not a UUID).';
+
+CREATE FUNCTION jobq.heartbeat(id bigint, lease_token text, extend interval DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- jobq.heartbeat with the lease token as text (JQ010 when not a UUID).
+    RETURN jobq.heartbeat(heartbeat.id, jobq._lease_token(heartbeat.lease_token), heartbeat.extend);
+END
+$$;
+COMMENT ON FUNCTION jobq.heartbeat(bigint, text, interval) IS
+    'jobq.heartbeat with the lease token as text (JQ010 when it is not a UUID).';
+
+CREATE FUNCTION jobq.release(id bigint, lease_token text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- jobq.release with the lease token as text (JQ010 when not a UUID).
+    RETURN jobq.release(release.id, jobq._lease_token(release.lease_token));
+END
+$$;
+COMMENT ON FUNCTION jobq.release(bigint, text) IS
+    'jobq.release with the lease token as text (JQ010 when it is not a UUID).';
+
+CREATE FUNCTION jobq.snooze(id bigint, lease_token text, run_at timestamptz) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- jobq.snooze with the lease token as text (JQ010 when not a UUID).
+    RETURN jobq.snooze(snooze.id, jobq._lease_token(snooze.lease_token), snooze.run_at);
+END
+$$;
+COMMENT ON FUNCTION jobq.snooze(bigint, text, timestamptz) IS
+    'jobq.snooze with the lease token as text (JQ010 when it is not a UUID).';

@@ -1,0 +1,71 @@
+CREATE FUNCTION jobq._enqueue_args_ok(
+    p_queue text, p_run_at timestamptz, p_priority integer, p_max_attempts integer, p_job_key text, p_group_key text
+) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Whether an enqueue's arguments (all but the payloads) are good, in one
+    -- expression (no query): only a false sends the call through the checks
+    -- that name the bad argument (_check_queue, _check_time,
+    -- _check_job_options, _check_job_key), which this must never be more
+    -- lenient than.
+    RETURN coalesce(
+        p_queue ~ '^[A-Za-z0-9_.:-]{1,128}$'
+        AND isfinite(p_run_at) AND p_run_at BETWEEN now() - interval '10 years' AND now() + interval '10 years'
+        AND p_priority BETWEEN -32768 AND 32767
+        AND (p_max_attempts IS NULL OR p_max_attempts BETWEEN 1 AND 1000)
+        AND (p_job_key IS NULL OR char_length(p_job_key) BETWEEN 1 AND 512)
+        AND (p_group_key IS NULL OR char_length(p_group_key) BETWEEN 1 AND 512),
+        false);
+END
+$$;
+COMMENT ON FUNCTION jobq._enqueue_args_ok(text, timestamptz, integer, integer, text, text) IS
+    'True when an enqueue''s arguments are valid (the hot path''s one test; the _check functions name a bad one).';
+
+CREATE FUNCTION jobq._insert_job(
+    p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
+    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    -- Insert one validated job and wake the queue's workers; with a job_key
+    -- already held by an active job, return that job's id instead, and with
+    -- p_unique_for also the id of the job of that key completed within
+    -- p_unique_for. Loops when the holder finishes between the INSERT and
+    -- the lookup.
+    IF p_unique_for IS NOT NULL THEN
+        SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+        SELECT k.job_id INTO v_id FROM jobq._key_done AS k
+        WHERE k.queue = p_queue AND k.job_key = p_job_key AND k.finished_at > clock_timestamp() - p_unique_for;
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END IF;
+    FOR i IN 1..10 LOOP
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout)
+        VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout)
+        ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+        RETURNING id INTO v_id;
+        IF v_id IS NOT NULL THEN
+            PERFORM pg_notify('jobq', p_queue);
+            RETURN v_id;
+        END IF;
+        SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'jobq: job_key % kept changing hands while enqueueing', pg_catalog.quote_literal(p_job_key)
+        USING ERRCODE = '40001', HINT = 'Retry the transaction.';
+END
+$$;
+COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval) IS
+    'Inserts one validated job (and NOTIFYs), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';

@@ -1,0 +1,162 @@
+CREATE FUNCTION jobq._finish(p_ids bigint[], p_lease_tokens uuid[], p_status text, p_error text,
+                             p_held boolean DEFAULT false)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    v_ids bigint[];
+    v_queues text[];
+    v_wake text[];
+    v_keyed_ids bigint[];
+    v_keyed_queues text[];
+    v_keys text[];
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- Take live jobs out of the live table as p_status (completed, dead or
+    -- cancelled). A non-NULL lease token fences: the job must still be held
+    -- under exactly that lease. p_held: jobs the caller's transaction holds
+    -- without a lease (take, hold): they must be unleased, and this
+    -- transaction is their attempt. Every job is counted (one counter row per
+    -- queue); history keeps dead and cancelled jobs, and completed ones when
+    -- their queue's retention is over 0. A completed job with a job_key
+    -- records its completion in jobq._key_done (for enqueue's unique_for). Finishing a serial-group job or a job
+    -- of a concurrency-limited queue frees a slot, so it wakes that queue's
+    -- workers. Returns the ids that left the live table.
+    IF p_held THEN
+        -- Only jobs this transaction holds (or nobody does): a job another
+        -- transaction holds is skipped, never waited for.
+        p_ids := ARRAY(SELECT j.id FROM jobq._job AS j
+                       WHERE j.id = ANY (p_ids) AND j.status = 'ready'
+                       FOR UPDATE SKIP LOCKED);
+    END IF;
+    IF p_status = 'completed' AND NOT jobq._history_kept() THEN
+        -- The common case, lean: no history to write, so the rows are not copied.
+        WITH gone AS (
+            DELETE FROM jobq._job AS j
+            USING unnest(p_ids, p_lease_tokens) AS f(id, lease_token)
+            WHERE j.id = f.id
+              AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
+              AND (NOT p_held OR j.status = 'ready')
+            RETURNING j.id, j.queue, j.group_key, j.job_key
+        )
+        SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
+               array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
+               array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
+               array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL)
+        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys
+        FROM gone AS g;
+        IF v_ids IS NULL THEN
+            RETURN;
+        END IF;
+        IF v_keys IS NOT NULL THEN
+            -- A separate statement, so that finishing jobs without keys (the
+            -- common case) never opens jobq._key_done.
+            INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
+            SELECT u.queue, u.job_key, u.id, v_now FROM unnest(v_keyed_queues, v_keys, v_keyed_ids) AS u(queue, job_key, id)
+            ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at;
+        END IF;
+        INSERT INTO jobq._counter (queue, bucket, completed)
+        SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
+        v_wake := v_wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
+                                  WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
+    ELSE
+        WITH gone AS (
+            DELETE FROM jobq._job AS j
+            USING unnest(p_ids, p_lease_tokens) AS f(id, lease_token)
+            WHERE j.id = f.id
+              AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
+              AND (NOT p_held OR j.status = 'ready')
+            RETURNING j.*
+        ), settings AS (
+            SELECT s.*
+            FROM (SELECT DISTINCT g.queue FROM gone AS g) AS q,
+                 LATERAL jobq._settings(q.queue) AS s
+        ), kept AS (
+            INSERT INTO jobq._job_archive
+                (id, queue, payload, status, priority, run_at, attempts, max_attempts,
+                 job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout)
+            SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
+                   g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
+                   coalesce(p_error, g.last_error), g.created_at,
+                   CASE WHEN p_held THEN v_now ELSE g.started_at END,
+                   v_now, v_now + CASE WHEN p_status = 'completed' THEN s.retention ELSE s.dead_retention END,
+                   g.group_key, g.timeout
+            FROM gone AS g
+            JOIN settings AS s ON s.queue = g.queue
+            WHERE p_status <> 'completed' OR s.retention > interval '0'
+        ), keyed AS (
+            INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
+            SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g
+            WHERE p_status = 'completed' AND g.job_key IS NOT NULL
+            ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at
+        ), counted AS (
+            INSERT INTO jobq._counter (queue, bucket, completed, dead)
+            SELECT g.queue, date_trunc('minute', now()),
+                   count(*) FILTER (WHERE p_status = 'completed'), count(*) FILTER (WHERE p_status = 'dead')
+            FROM gone AS g
+            WHERE p_status IN ('completed', 'dead')
+            GROUP BY g.queue
+        )
+        SELECT array_agg(g.id),
+               array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL)
+        INTO v_ids, v_wake
+        FROM gone AS g
+        JOIN settings AS s ON s.queue = g.queue;
+    END IF;
+    IF cardinality(v_wake) > 0 THEN
+        PERFORM pg_notify('jobq', w.queue) FROM (SELECT DISTINCT u.queue FROM unnest(v_wake) AS u(queue)) AS w;
+    END IF;
+    RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
+END
+$$;
+COMMENT ON FUNCTION jobq._finish(bigint[], uuid[], text, text, boolean) IS
+    'Deletes live jobs (fenced by lease token, or held by this transaction), counts them and keeps the history they need.';
+
+CREATE FUNCTION jobq._fold_counters() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Fold the per-statement counter rows into one row per queue and minute;
+    -- rows older than a day into one row per queue at -infinity. Each folder
+    -- folds the rows it could lock (SKIP LOCKED: concurrent folders split
+    -- the rows, never wait, never count one twice, and the next fold merges
+    -- what they left); rows committed meanwhile wait for the next. Row locks
+    -- and not an advisory lock, which any role could hold to stop folding.
+    WITH counted AS (
+        SELECT c.ctid AS row_id, c.queue, c.bucket AS was,
+               CASE WHEN c.bucket < now() - interval '1 day' THEN '-infinity'::timestamptz ELSE c.bucket END AS bucket
+        FROM jobq._counter AS c
+        FOR UPDATE SKIP LOCKED
+    ), crowded AS (
+        SELECT k.queue, k.bucket
+        FROM counted AS k
+        GROUP BY k.queue, k.bucket
+        HAVING count(*) > 1 OR bool_or(k.was <> k.bucket)
+    ), gone AS (
+        DELETE FROM jobq._counter AS c
+        USING counted AS k
+        JOIN crowded AS w ON w.queue = k.queue AND w.bucket = k.bucket
+        WHERE c.ctid = k.row_id
+        RETURNING k.queue, k.bucket, c.completed, c.failed, c.dead
+    )
+    INSERT INTO jobq._counter (queue, bucket, completed, failed, dead)
+    SELECT g.queue, g.bucket, sum(g.completed), sum(g.failed), sum(g.dead)
+    FROM gone AS g
+    GROUP BY g.queue, g.bucket;
+END
+$$;
+COMMENT ON FUNCTION jobq._fold_counters() IS 'Folds counter rows into one per queue and minute (one per queue past a day).';
+
+CREATE FUNCTION jobq._forget_taken() RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- Delete the take/hold bookkeeping of transactions that have ended
+    -- (every transaction older than the oldest snapshot's xmin has).
+    DELETE FROM jobq._taken AS t WHERE t.xact < pg_snapshot_xmin(pg_current_snapshot())
+$$;
+COMMENT ON FUNCTION jobq._forget_taken() IS 'Deletes jobq._taken rows of transactions that have ended.';

@@ -1,0 +1,212 @@
+---------------------------------------------------------------------------
+-- 7. operator API
+---------------------------------------------------------------------------
+
+CREATE FUNCTION jobq.retry(id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job jobq._job_archive;
+    v_queue text;
+BEGIN
+    -- Run a job again now: a dead or cancelled job comes back with a fresh
+    -- attempt budget; a waiting (scheduled or backing-off) job runs now.
+    -- False for running, completed and unknown jobs.
+    IF retry.id IS NULL THEN
+        RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
+    END IF;
+
+    UPDATE jobq._job AS j SET run_at = now()
+    WHERE j.id = retry.id AND j.status = 'ready'
+    RETURNING j.queue INTO v_queue;
+    IF FOUND THEN
+        PERFORM pg_notify('jobq', v_queue);
+        RETURN true;
+    END IF;
+
+    SELECT * INTO v_job FROM jobq._job_archive AS a
+    WHERE a.id = retry.id AND a.status IN ('dead', 'cancelled')
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    BEGIN
+        INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
+                               job_key, last_error, created_at, group_key, timeout)
+        VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
+                v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout);
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
+                v_job.id, pg_catalog.quote_literal(v_job.job_key)
+            USING ERRCODE = 'JQ013',
+                  HINT = 'Wait for the active job to finish, or cancel it with jobq.cancel(), then retry.';
+    END;
+    DELETE FROM jobq._job_archive AS a WHERE a.id = v_job.id;
+    PERFORM pg_notify('jobq', v_job.queue);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.retry(bigint) IS
+    'Runs a dead, cancelled or waiting job again now (fresh attempts for dead/cancelled); false for running, completed or unknown ids.';
+
+CREATE FUNCTION jobq.retry_dead(queue text) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+-- The argument is named queue, like the column in ON CONFLICT (queue, job_key)
+-- below: resolve unqualified names to columns (the argument is always
+-- written retry_dead.queue).
+#variable_conflict use_column
+DECLARE
+    v_moved integer;
+BEGIN
+    -- Bring every dead job of a queue back with a fresh attempt budget.
+    -- Jobs whose job_key is held by an active job stay dead (see NOTICE).
+    PERFORM jobq._check_queue(retry_dead.queue, 'queue');
+    WITH dead AS (
+        SELECT a.* FROM jobq._job_archive AS a
+        WHERE a.queue = retry_dead.queue AND a.status = 'dead'
+        ORDER BY a.id
+        FOR UPDATE SKIP LOCKED
+    ), moved AS (
+        INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
+                               job_key, last_error, created_at, group_key, timeout)
+        SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
+               d.job_key, d.last_error, d.created_at, d.group_key, d.timeout
+        FROM dead AS d
+        ORDER BY d.id
+        ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+        RETURNING id
+    ), removed AS (
+        DELETE FROM jobq._job_archive AS a USING moved AS m WHERE a.id = m.id
+        RETURNING a.id
+    )
+    SELECT count(*) INTO v_moved FROM removed;
+    IF v_moved > 0 THEN
+        PERFORM pg_notify('jobq', retry_dead.queue);
+    END IF;
+    IF EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.queue = retry_dead.queue AND a.status = 'dead') THEN
+        RAISE NOTICE 'jobq: some dead jobs of queue % stay dead: their job_key is held by an active job',
+            pg_catalog.quote_literal(retry_dead.queue);
+    END IF;
+    RETURN v_moved;
+END
+$$;
+COMMENT ON FUNCTION jobq.retry_dead(text) IS
+    'Brings every dead job of a queue back with a fresh attempt budget; returns how many.';
+
+CREATE FUNCTION jobq.cancel(id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Cancel a ready, scheduled or running job (a running job's holder then
+    -- finds its lease lost). False for finished and unknown jobs.
+    IF cancel.id IS NULL THEN
+        RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
+    END IF;
+    RETURN EXISTS (SELECT FROM jobq._finish(ARRAY[cancel.id], NULL, 'cancelled', 'cancelled by ' || session_user));
+END
+$$;
+COMMENT ON FUNCTION jobq.cancel(bigint) IS
+    'Cancels a live job (its holder, if any, loses the lease); false for finished or unknown ids.';
+
+CREATE FUNCTION jobq.cancel_jobs(queue text, status text DEFAULT NULL, payload_contains jsonb DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_cancelled integer;
+BEGIN
+    -- Cancel the live jobs of a queue, as jobq.cancel() does one by one:
+    -- every one (status NULL), or those ready now, scheduled for later or
+    -- running; only those whose payload contains payload_contains (@>) when
+    -- given. Running jobs' holders find their lease lost. Returns how many.
+    PERFORM jobq._check_queue(cancel_jobs.queue, 'queue');
+    IF cancel_jobs.status IS NOT NULL AND cancel_jobs.status NOT IN ('ready', 'scheduled', 'running') THEN
+        RAISE EXCEPTION 'jobq: status must be NULL (every live job), ''ready'', ''scheduled'' or ''running'', got %',
+                pg_catalog.quote_literal(pg_catalog.left(cancel_jobs.status, 100))
+            USING ERRCODE = 'JQ017', HINT = 'Dead jobs are finished already: remove them with jobq.discard_dead().';
+    END IF;
+    IF jsonb_typeof(cancel_jobs.payload_contains) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: payload_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.payload_contains)
+            USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"customer": 42}''::jsonb: jobs whose payload contains it.';
+    END IF;
+    SELECT count(*) INTO v_cancelled
+    FROM jobq._finish(
+        ARRAY(SELECT j.id FROM jobq._job AS j
+              WHERE j.queue = cancel_jobs.queue
+                AND CASE cancel_jobs.status
+                        WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
+                        WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
+                        WHEN 'running' THEN j.status = 'running'
+                        ELSE true END
+                AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
+              ORDER BY j.id),
+        NULL, 'cancelled', 'cancelled by ' || session_user);
+    RETURN v_cancelled;
+END
+$$;
+COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb) IS
+    'Cancels the live jobs of a queue (optionally only ready, scheduled or running ones, or those whose payload contains a filter); returns how many.';
+
+CREATE FUNCTION jobq.discard_dead(queue text, older_than interval DEFAULT NULL) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_discarded integer;
+BEGIN
+    -- Delete the dead jobs of a queue for good (all of them, or those dead
+    -- for longer than older_than). Returns how many. They cannot be retried
+    -- afterwards; jobq.stats' dead_total still counts them.
+    PERFORM jobq._check_queue(discard_dead.queue, 'queue');
+    IF discard_dead.older_than < interval '0' THEN
+        RAISE EXCEPTION 'jobq: older_than must not be negative, got %', discard_dead.older_than
+            USING ERRCODE = 'JQ008', HINT = 'Pass e.g. interval ''7 days'', or NULL for every dead job.';
+    END IF;
+    WITH gone AS (
+        DELETE FROM jobq._job_archive AS a
+        WHERE a.queue = discard_dead.queue AND a.status = 'dead'
+          AND (discard_dead.older_than IS NULL OR a.finished_at < now() - discard_dead.older_than)
+        RETURNING a.id
+    )
+    SELECT count(*) INTO v_discarded FROM gone;
+    RETURN v_discarded;
+END
+$$;
+COMMENT ON FUNCTION jobq.discard_dead(text, interval) IS
+    'Deletes the dead jobs of a queue (those dead longer than older_than when given); returns how many.';
+
+CREATE FUNCTION jobq.prune(n integer DEFAULT 100000) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_pruned integer;
+BEGIN
+    -- Delete up to n finished jobs whose retention has passed, the
+    -- rate-limit bookkeeping older than any rate window (1 day) and key
+    -- completions older than any unique_for (366 days); fold the counters.
+    PERFORM jobq._check_batch(prune.n, 'n', 10000000);
+    WITH old AS (
+        SELECT a.id FROM jobq._job_archive AS a
+        WHERE a.prune_after < now()
+        ORDER BY a.prune_after
+        LIMIT prune.n
+        FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM jobq._job_archive AS a USING old AS o WHERE a.id = o.id RETURNING a.id
+    )
+    SELECT count(*) INTO v_pruned FROM gone;
+    DELETE FROM jobq._rate_start AS r WHERE r.started_at < now() - interval '1 day';
+    DELETE FROM jobq._key_done AS k WHERE k.finished_at < now() - interval '366 days';
+    PERFORM jobq._fold_counters();
+    PERFORM jobq._forget_taken();
+    RETURN v_pruned;
+END
+$$;
+COMMENT ON FUNCTION jobq.prune(integer) IS
+    'Deletes up to n finished jobs past their retention; returns how many.';

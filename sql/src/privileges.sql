@@ -1,0 +1,81 @@
+---------------------------------------------------------------------------
+-- 9. privileges
+---------------------------------------------------------------------------
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA jobq FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA jobq FROM PUBLIC;
+REVOKE ALL ON SCHEMA jobq FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin;
+
+GRANT EXECUTE ON FUNCTION
+    jobq.version(),
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval)
+TO jobq_producer;
+
+GRANT EXECUTE ON FUNCTION
+    jobq.version(),
+    jobq.claim(text, integer, text, interval),
+    jobq.claim(text[], integer, text, interval),
+    jobq.take(text, integer),
+    jobq.hold(text, integer),
+    jobq.complete_held(bigint[]),
+    jobq.fail_held(bigint, text, timestamptz),
+    jobq.complete(bigint, uuid),
+    jobq.complete_many(bigint[], uuid[]),
+    jobq.fail(bigint, text, uuid, timestamptz),
+    jobq.heartbeat(bigint, uuid, interval),
+    jobq.release(bigint, uuid),
+    jobq.snooze(bigint, uuid, timestamptz),
+    jobq.complete(bigint, text),
+    jobq.fail(bigint, text, text, timestamptz),
+    jobq.heartbeat(bigint, text, interval),
+    jobq.release(bigint, text),
+    jobq.snooze(bigint, text, timestamptz),
+    jobq.reap(integer),
+    jobq.next_run_at(text[]),
+    jobq.run_schedules()
+TO jobq_worker;
+
+-- jobq_admin is a member of jobq_producer and jobq_worker, plus:
+GRANT EXECUTE ON FUNCTION
+    jobq.retry(bigint),
+    jobq.retry_dead(text),
+    jobq.cancel(bigint),
+    jobq.cancel_jobs(text, text, jsonb),
+    jobq.discard_dead(text, interval),
+    jobq.prune(integer),
+    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval),
+    jobq.reset_queue(text),
+    jobq.pause(text),
+    jobq.resume(text),
+    jobq.every(text, text, text, jsonb, integer, integer, text),
+    jobq.unschedule(text),
+    jobq.enqueue_periodic(text),
+    jobq._periodic_save(text, text, text, jsonb, integer, integer, text),
+    jobq._periodic_delete(text),
+    jobq._pg_cron_installed(),
+    jobq.schedule_maintenance(text, text),
+    jobq.unschedule_maintenance(),
+    jobq._require_pg_cron()
+TO jobq_admin;
+GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules TO jobq_admin;
+-- Workers prune where pg_cron does not, as they reap (since 0.4.0; granted
+-- after jobq_admin's, as upgraded databases have it).
+GRANT EXECUTE ON FUNCTION jobq.prune(integer) TO jobq_worker;
+-- A view runs its functions with the reader's privileges: jobq.queues calls
+-- jobq._settings(), which only reads jobq._queue (readable by jobq_admin).
+GRANT EXECUTE ON FUNCTION jobq._settings(text) TO jobq_admin;
+GRANT SELECT ON jobq._job, jobq._job_archive, jobq._queue, jobq._migration, jobq._periodic, jobq._rate_start,
+    jobq._counter, jobq._key_done, jobq._taken TO jobq_admin;
+
+-- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
+DO $path$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', pg_catalog.current_setting('jobq.caller_search_path'), false);
+    END IF;
+END
+$path$;
