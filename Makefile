@@ -30,6 +30,13 @@ endif
 
 .PHONY: install-announce demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop clean-venv
 
+# --- the SQL scripts, assembled from sql/src/ (sql/src/README.md) -------
+# Writes sql/jobq--<default_version>.sql and its upgrade script; refuses to
+# change a released script (sql/released.sha256).
+.PHONY: sql
+sql:
+	$(PYTHON3) tools/sql_assemble.py build
+
 # --- system packages and the Python environment -------------------------
 # Only the missing packages, said before they are installed, never upgrading an
 # installed one (a running server would fail to load its libraries): .ci/apt-deps
