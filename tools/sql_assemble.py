@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -503,10 +504,12 @@ def main(argv: list[str] | None = None) -> int:
     where_parser = commands.add_parser("where", help="where a function or view is defined")
     where_parser.add_argument("name", help="e.g. claim or jobq.claim")
     args = parser.parse_args(argv)
-    root: Path = args.root.resolve()
+    out: Path | None = args.out.resolve() if args.command == "build" and args.out else None
+    os.chdir(args.root)  # so that every message names its file relative to the checkout
+    root = Path()
     try:
         if args.command == "build":
-            lines = build(root, args.out)
+            lines = build(root, out)
         elif args.command == "check":
             lines = check(root)
             if lines:
@@ -518,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             lines = where(root, args.name)
             if not lines:
-                print(f"no function or view {args.name} in {root / SRC_DIR}", file=sys.stderr)
+                print(f"no function or view {args.name} in {SRC_DIR}", file=sys.stderr)
                 return 1
     except SourceError as error:
         print(f"sql_assemble: {error}", file=sys.stderr)
