@@ -28,7 +28,7 @@ install:
 	@echo "PGXS not found: install postgresql-server-dev-15 (make deps) first" >&2; exit 1
 endif
 
-.PHONY: install-announce demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop clean-venv
+.PHONY: install-announce demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop docs clean-venv
 
 # --- the SQL scripts, assembled from sql/src/ (sql/src/README.md) -------
 # Writes sql/jobq--<default_version>.sql and its upgrade script; refuses to
@@ -94,6 +94,19 @@ chaos: deps venv install
 # --- numbers: `make bench` (a few minutes), `make bench BENCH_ARGS=--quick` --
 bench: deps venv
 	$(PY) -m pyqueue.bench $(BENCH_ARGS)
+
+# --- the generated SQL reference and SQLSTATE table: docs/sql-reference.md and the
+#     table in docs/errors.md, from jobq installed by its latest install script on a
+#     throwaway server (tools/sql_docs.py); tests/test_sql_docs.py fails when they are stale
+JOBQ_VERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" sql/jobq.control)
+
+docs: venv
+	@dir=$$(mktemp -d /tmp/jobq-docs.XXXXXX); chmod 755 $$dir; \
+	dsn="host=$$dir port=5432 user=postgres dbname=jobq"; \
+	$(PY) -m pyqueue.localserver start $$dir --port 5432 --database jobq >/dev/null && \
+	psql -X -q -v ON_ERROR_STOP=1 -d "$$dsn" -f sql/jobq--$(JOBQ_VERSION).sql && \
+	$(PY) tools/sql_docs.py --dsn "$$dsn"; status=$$?; \
+	$(PY) -m pyqueue.localserver stop $$dir; rm -rf $$dir; exit $$status
 
 # --- for humans: a throwaway server in .tmp/db ---------------------------
 db-start: venv

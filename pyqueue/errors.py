@@ -79,7 +79,9 @@ class JobqError(Exception):
 
 
 class InvalidArgument(JobqError, ValueError):
-    """JQ017: an argument is NULL or not one of its allowed values (jobq 0.4).
+    """JQ017: an argument is NULL or not one of its allowed values: ``fail`` or
+    ``fail_held`` with a NULL error, a ``cancel_jobs`` status, an ``every``
+    runner, a ``payload_contains`` that is not a JSON object (jobq 0.4).
 
     Also the base of every error about a bad argument (JQ001-JQ012, JQ016),
     so all of them are ValueErrors too: ``except pyqueue.InvalidArgument``
@@ -92,25 +94,27 @@ class InvalidArgument(JobqError, ValueError):
 
 
 class InvalidQueueName(InvalidArgument):
-    """JQ001: a queue name is NULL, empty, too long or badly spelled."""
+    """JQ001: a queue name is NULL, empty, over 128 characters or outside
+    ``[A-Za-z0-9_.:-]``; or a ``queues`` array is NULL, empty or over 100 names."""
 
     SQLSTATE = "JQ001"
 
 
 class InvalidPayload(InvalidArgument):
-    """JQ002: a payload is NULL or not a JSON object."""
+    """JQ002: a payload is NULL or not a JSON object (``'null'``, an array, a
+    string...); or ``payloads`` is NULL."""
 
     SQLSTATE = "JQ002"
 
 
 class PayloadTooLarge(InvalidArgument):
-    """JQ003: a payload is over its queue's max_payload_bytes."""
+    """JQ003: a payload is over its queue's ``max_payload_bytes``."""
 
     SQLSTATE = "JQ003"
 
 
 class InvalidPriority(InvalidArgument):
-    """JQ004: a priority is outside -32768..32767."""
+    """JQ004: a priority is NULL or outside -32768..32767."""
 
     SQLSTATE = "JQ004"
 
@@ -122,67 +126,77 @@ class InvalidMaxAttempts(InvalidArgument):
 
 
 class InvalidTime(InvalidArgument):
-    """JQ006: a time (run_at, retry_at) is NULL, infinite or absurdly far."""
+    """JQ006: a time (``run_at``, ``retry_at``) is NULL, infinite, or more than 10
+    years away."""
 
     SQLSTATE = "JQ006"
 
 
 class InvalidBatchSize(InvalidArgument):
-    """JQ007: a batch size (n) is NULL, negative or over its cap."""
+    """JQ007: a batch size ``n`` is NULL, negative or over its cap (claim 1000,
+    reap 1,000,000); or an array is over its cap."""
 
     SQLSTATE = "JQ007"
 
 
 class InvalidInterval(InvalidArgument):
-    """JQ008: a lease or heartbeat interval is out of range."""
+    """JQ008: a duration (``lease``, ``extend``, ``timeout``, ``unique_for``,
+    ``older_than``) is out of its range, or has a month or year part or parts
+    of mixed signs."""
 
     SQLSTATE = "JQ008"
 
 
 class InvalidJobKey(InvalidArgument):
-    """JQ009: a job key is empty, too long, or keys and payloads differ in number."""
+    """JQ009: a job_key or group_key is empty or over 512 characters; ``job_keys``
+    and ``payloads`` differ in length; or ``unique_for`` comes without a key."""
 
     SQLSTATE = "JQ009"
 
 
 class MissingLease(InvalidArgument):
-    """JQ010: a job id or its lease token is missing."""
+    """JQ010: a job id or lease token is NULL, or a lease token is not a UUID;
+    or ``ids`` and ``lease_tokens`` differ in length or hold NULLs."""
 
     SQLSTATE = "JQ010"
 
 
 class InvalidWorkerName(InvalidArgument):
-    """JQ011: a worker name is too long."""
+    """JQ011: a worker name is over 200 characters."""
 
     SQLSTATE = "JQ011"
 
 
 class InvalidSetting(InvalidArgument):
-    """JQ012: a queue setting (or maintenance schedule) is out of range."""
+    """JQ012: a ``configure_queue`` value is out of range (durations: as JQ008),
+    or pg_cron rejects a schedule."""
 
     SQLSTATE = "JQ012"
 
 
 class JobKeyConflict(JobqError):
-    """JQ013: a job cannot come back because an active job holds its job_key."""
+    """JQ013: a ``retry`` of a dead job whose job_key an active job now holds."""
 
     SQLSTATE = "JQ013"
 
 
 class PgCronMissing(JobqError):
-    """JQ014: pg_cron is not installed in this database."""
+    """JQ014: pg_cron is not installed in this database (``schedule_maintenance``,
+    ``every(..., runner => 'pg_cron')``)."""
 
     SQLSTATE = "JQ014"
 
 
 class NotReadCommitted(JobqError):
-    """JQ015: a claim ran in a transaction that is not READ COMMITTED (jobq 0.2)."""
+    """JQ015: a ``claim``, ``take`` or ``hold`` in a REPEATABLE READ or
+    SERIALIZABLE transaction (jobq 0.2)."""
 
     SQLSTATE = "JQ015"
 
 
 class InvalidPeriodicName(InvalidArgument):
-    """JQ016: a periodic job name is invalid or unknown (jobq 0.2)."""
+    """JQ016: a periodic job name is NULL or outside ``[A-Za-z0-9_.:-]{1,64}``, or
+    ``enqueue_periodic`` names an unknown one (jobq 0.2)."""
 
     SQLSTATE = "JQ016"
 
