@@ -425,6 +425,8 @@ def build(root: Path, out_dir: Path | None) -> list[str]:
     target_dir = root / "sql" if out_dir is None else out_dir
     if out_dir is None:
         refuse_released_change(root, outputs)
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
     news: list[str] = []
     for output in outputs:
         path = target_dir / output.name
@@ -523,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
             if not lines:
                 print(f"no function or view {args.name} in {SRC_DIR}", file=sys.stderr)
                 return 1
-    except SourceError as error:
+    except (SourceError, OSError) as error:
         print(f"sql_assemble: {error}", file=sys.stderr)
         return 2
     print("\n".join(lines))
