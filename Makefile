@@ -7,7 +7,7 @@ PG_CONFIG ?= pg_config
 PYTHON3   ?= /usr/bin/python3
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
-APT_PACKAGES := postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap pgtap pgbouncer python3-venv
+APT_PACKAGES := postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap pgtap pgbouncer python3-venv nodejs
 
 ifeq ($(shell id -u),0)
 AS_SERVER_USER := runuser -u postgres --
@@ -62,6 +62,16 @@ test-pgtap:
 
 test-pytest:
 	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+# --- the workers in other languages (examples/), run by tests/test_examples.py
+# node-postgres from the committed package-lock.json. npm: Debian's nodejs lacks it
+# (apt package npm); NodeSource's nodejs ships it and conflicts with Debian's npm.
+.PHONY: examples-deps
+test-pytest: examples-deps
+examples-deps:
+	@command -v npm >/dev/null 2>&1 || .ci/apt-deps npm
+	cd examples/node && npm ci --no-audit --no-fund
+	chmod -R a+rX examples/node/node_modules
 
 lint: venv
 	$(VENV)/bin/ruff check pyqueue tests
