@@ -1,16 +1,15 @@
-"""Sync workers: :func:`listen` (one loop in the calling thread) and
-:class:`Worker` (handlers per queue, run by a set of threads).
+"""The sync :class:`Worker`: handlers per queue, run by a set of threads.
 
-Both claim in batches (one round trip per batch), LISTEN on channel
-``jobq`` on a dedicated connection and otherwise poll, heartbeat held jobs
-from a background thread, reap expired leases every so often (so a
-database without pg_cron recovers), reconnect with backoff after the
-database goes away, and stop gracefully on SIGTERM/SIGINT: they claim
-nothing more, finish the jobs that have started, release the jobs claimed
-but not started, and return normally (so the process exits 0).
+It claims in batches (one round trip per batch), LISTENs on channel
+``jobq`` on a dedicated connection and otherwise polls, heartbeats held jobs
+from a background thread, reaps expired leases every so often (so a
+database without pg_cron recovers), reconnects with backoff after the
+database goes away, and stops gracefully on SIGTERM/SIGINT: it claims
+nothing more, finishes the jobs that have started, releases the jobs claimed
+but not started, and returns normally (so the process exits 0).
 
 Queues registered ``in_transaction=True`` (jobq 0.3) are worked in
-transactions instead of leases: see ``pyqueue._intx``.
+transactions instead of leases: see ``pyqueue.worker.in_transaction``.
 """
 
 from __future__ import annotations
@@ -25,15 +24,7 @@ from typing import Literal, TypeVar, overload
 
 import psycopg
 
-from pyqueue import _settings
-from pyqueue._auth import fatal_error
-from pyqueue._intx import TxHandler, run_batch
-from pyqueue._listen import Handler, JobIterator, check_settings, listen
-from pyqueue._loop import Consumer, DedicatedConnection, PooledConnections, Wakeup, run_job, stop_on_signals
 from pyqueue._queries import default_worker_name
-from pyqueue._settings import queue_list
-from pyqueue._state import Backoff
-from pyqueue._threads import HandlerThreads
 from pyqueue.defaults import (
     BATCH_SIZE,
     CONCURRENCY,
@@ -43,22 +34,17 @@ from pyqueue.defaults import (
     TX_PARALLEL_AFTER,
     WORKER_APPLICATION_NAME,
 )
-from pyqueue.job import Job, JobRecord, TxJob
-
-__all__ = [
-    "BATCH_SIZE",
-    "CONCURRENCY",
-    "POLL_INTERVAL",
-    "REAP_INTERVAL",
-    "Handler",
-    "JobIterator",
-    "TxHandler",
-    "TxJob",
-    "Worker",
-    "check_settings",
-    "listen",
-    "queue_list",
-]
+from pyqueue.job import Job, JobRecord
+from pyqueue.worker import settings as _settings
+from pyqueue.worker.auth import fatal_error
+from pyqueue.worker.bookkeeping import Backoff
+from pyqueue.worker.connections import DedicatedConnection, PooledConnections
+from pyqueue.worker.consumer import WorkerSettings
+from pyqueue.worker.handler_threads import HandlerThreads
+from pyqueue.worker.in_transaction import TxHandler, run_batch
+from pyqueue.worker.sync_consumer import Consumer, run_job
+from pyqueue.worker.sync_listen import Handler
+from pyqueue.worker.wakeup import Wakeup, stop_on_signals
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -234,21 +220,16 @@ class Worker:
         with stop_on_signals(handle_signals, self._wakeup):
             pool = PooledConnections(self.dsn, WORKER_APPLICATION_NAME, size=self.concurrency + 1,
                                      prepare=self.use_listen)
+            settings = WorkerSettings(self.dsn, self.queues, self.lease, self.poll_interval,
+                                      self.use_listen, self.name, self.reap_interval, self.shutdown_timeout,
+                                      self.run_schedules)
             consumer = Consumer(
-                self.dsn,
-                self.queues,
+                settings,
                 claim_queues=list(self._handlers),
-                lease=self.lease,
-                poll_interval=self.poll_interval,
-                use_listen=self.use_listen,
-                worker_name=self.name,
-                reap_interval=self.reap_interval,
                 wakeup=self._wakeup,
                 work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=self.use_listen),
                 heartbeat=pool,
                 jobs=pool,
-                shutdown_timeout=self.shutdown_timeout,
-                run_schedules=self.run_schedules,
             )
             threads = HandlerThreads(self.concurrency, "pyqueue-handler")
             consumer.running.on_expire = partial(self._timed_out, threads)

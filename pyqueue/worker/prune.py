@@ -18,11 +18,11 @@ import logging
 
 import psycopg
 
-from pyqueue._auth import raise_if_fatal
 from pyqueue._db import ascalar, scalar
-from pyqueue._state import Every
 from pyqueue.defaults import PRUNE_BATCH, PRUNE_INTERVAL
 from pyqueue.errors import translate_errors
+from pyqueue.worker.auth import raise_if_fatal
+from pyqueue.worker.bookkeeping import Every
 
 logger = logging.getLogger("pyqueue.worker")
 

@@ -1,5 +1,5 @@
 """The asyncio :class:`AsyncWorker` and the in-transaction loop of the async
-``listen()``: twins of ``pyqueue.worker.Worker`` and ``pyqueue._listen``.
+``listen()``: twins of ``pyqueue.worker.Worker`` and ``pyqueue.worker.sync_listen``.
 Public through ``pyqueue.aio``."""
 
 from __future__ import annotations
@@ -9,19 +9,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, TypeVar, overload
 
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue import _settings
-from pyqueue._aioloop import Consumer, DedicatedConnection, stop_on_signals
-from pyqueue._auth import fatal_error
-from pyqueue._intx import AsyncTxHandler, arun_batch
-from pyqueue._state import Backoff
-from pyqueue._timeouts import run_supervised
 from pyqueue.defaults import (
     BATCH_SIZE,
     CONCURRENCY,
@@ -33,6 +26,14 @@ from pyqueue.defaults import (
     WORKER_APPLICATION_NAME,
 )
 from pyqueue.job import AsyncJob
+from pyqueue.worker import settings as _settings
+from pyqueue.worker.aio_consumer import Consumer, stop_on_signals
+from pyqueue.worker.auth import fatal_error
+from pyqueue.worker.bookkeeping import Backoff
+from pyqueue.worker.connections import AsyncDedicatedConnection
+from pyqueue.worker.consumer import WorkerSettings
+from pyqueue.worker.in_transaction import AsyncTxHandler, arun_batch
+from pyqueue.worker.timeouts import run_supervised
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -41,47 +42,25 @@ H = TypeVar("H", bound=AsyncHandler)
 TH = TypeVar("TH", bound=AsyncTxHandler)
 
 
-@dataclass(frozen=True)
-class Settings:
-    dsn: str
-    queues: list[str]
-    lease: timedelta | None
-    poll_interval: float
-    use_listen: bool
-    worker_name: str
-    reap_interval: float | None
-    shutdown_timeout: float | None = SHUTDOWN_TIMEOUT
-    run_schedules: bool = True
-
-    def connection(self, application_name: str = WORKER_APPLICATION_NAME) -> DedicatedConnection:
-        return DedicatedConnection(self.dsn, application_name, prepare=self.use_listen)
-
-    def consumer(self, stop: asyncio.Event, claim_queues: list[str] | None = None, *,
-                 ack_at_once: bool = False) -> Consumer:
-        return Consumer(
-            self.dsn,
-            self.queues,
-            claim_queues=claim_queues,
-            lease=self.lease,
-            poll_interval=self.poll_interval,
-            use_listen=self.use_listen,
-            worker_name=self.worker_name,
-            reap_interval=self.reap_interval,
-            stop=stop,
-            work=self.connection(),
-            heartbeat=self.connection(HEARTBEAT_APPLICATION_NAME),
-            run_schedules=self.run_schedules,
-            ack_at_once=ack_at_once,
-        )
+def connection(settings: WorkerSettings, application_name: str = WORKER_APPLICATION_NAME
+               ) -> AsyncDedicatedConnection:
+    return AsyncDedicatedConnection(settings.dsn, application_name, prepare=settings.use_listen)
 
 
-async def listen_in_transaction(settings: Settings, handler: AsyncTxHandler, *, batch_size: int,
+def make_consumer(settings: WorkerSettings, stop: asyncio.Event, claim_queues: list[str] | None = None, *,
+             ack_at_once: bool = False) -> Consumer:
+    return Consumer(settings, stop=stop, work=connection(settings),
+                    heartbeat=connection(settings, HEARTBEAT_APPLICATION_NAME),
+                    claim_queues=claim_queues, ack_at_once=ack_at_once)
+
+
+async def listen_in_transaction(settings: WorkerSettings, handler: AsyncTxHandler, *, batch_size: int,
                                 stop: asyncio.Event | None, handle_signals: bool) -> None:
     """``aio.listen(..., in_transaction=True)``: one batch per queue in turn, each
-    in its own transaction on one connection (see ``pyqueue._listen._TxLoop``)."""
+    in its own transaction on one connection (see ``pyqueue.worker.sync_listen._TxLoop``)."""
     stop = stop if stop is not None else asyncio.Event()
     with stop_on_signals(handle_signals, stop):
-        consumer = settings.consumer(stop)
+        consumer = make_consumer(settings, stop)
         try:
             while not stop.is_set():
                 await consumer.maybe_reap()
@@ -94,7 +73,7 @@ async def listen_in_transaction(settings: Settings, handler: AsyncTxHandler, *, 
                         async with consumer.work.connection() as conn:
                             taken.append(await arun_batch(conn, queue, batch_size, handler))
                 except psycopg.OperationalError as error:
-                    await consumer.connection_lost(error)
+                    await consumer.reconnect_later(error)
                     continue
                 consumer.connected()
                 if max(taken) < batch_size and not stop.is_set():
@@ -172,7 +151,7 @@ class AsyncWorker:
         self._tx_busy = 0
         self._tx_empty = False
         self._tx_backoff = Backoff()
-        self._tx_connections: list[DedicatedConnection] = []  # idle batch connections
+        self._tx_connections: list[AsyncDedicatedConnection] = []  # idle batch connections
         self._fatal: BaseException | None = None
 
     @property
@@ -220,12 +199,12 @@ class AsyncWorker:
         if self._running:
             raise RuntimeError("an AsyncWorker runs once: make a new one to run again")
         self._running = True
-        settings = Settings(self.dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
+        settings = WorkerSettings(self.dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
                             self.name, self.reap_interval, self.shutdown_timeout, self.run_schedules)
         slots = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task[None]] = set()
         with stop_on_signals(handle_signals, self._stop):
-            consumer = settings.consumer(self._stop, claim_queues=list(self._handlers))
+            consumer = make_consumer(settings, self._stop, claim_queues=list(self._handlers))
             try:
                 await self._loop(settings, consumer, slots, tasks)
             finally:
@@ -237,7 +216,7 @@ class AsyncWorker:
         if self._fatal is not None:
             raise self._fatal
 
-    async def _loop(self, settings: Settings, consumer: Consumer, slots: asyncio.Semaphore,
+    async def _loop(self, settings: WorkerSettings, consumer: Consumer, slots: asyncio.Semaphore,
                     tasks: set[asyncio.Task[None]]) -> None:
         batch, threshold = self.batch_size, self.concurrency
         leased: set[asyncio.Task[None]] = set()
@@ -291,7 +270,7 @@ class AsyncWorker:
     def _batch_startable(self) -> bool:
         return self._tx_busy < self.concurrency and any(self._tx_wanted.values())
 
-    async def _start_batches(self, settings: Settings, consumer: Consumer, slots: asyncio.Semaphore,
+    async def _start_batches(self, settings: WorkerSettings, consumer: Consumer, slots: asyncio.Semaphore,
                              tasks: set[asyncio.Task[None]]) -> None:
         started = False
         for queue, wanted in self._tx_wanted.items():
@@ -305,11 +284,11 @@ class AsyncWorker:
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
 
-    async def _run_batches(self, settings: Settings, consumer: Consumer, slots: asyncio.Semaphore,
+    async def _run_batches(self, settings: WorkerSettings, consumer: Consumer, slots: asyncio.Semaphore,
                            queue: str) -> None:
         """Batches of ``queue`` one after the other while they come back full."""
         handler = self._tx_handlers[queue]
-        conn = self._tx_connections.pop() if self._tx_connections else settings.connection()
+        conn = self._tx_connections.pop() if self._tx_connections else connection(settings)
         try:
             async with slots:
                 while not self._stop.is_set():

@@ -15,17 +15,7 @@ from typing import Literal, overload
 
 import psycopg
 
-from pyqueue import _settings
-from pyqueue._intx import TxHandler, run_batch
-from pyqueue._loop import (
-    Consumer,
-    DedicatedConnection,
-    Wakeup,
-    run_job,
-    stop_on_signals,
-)
 from pyqueue._queries import default_worker_name
-from pyqueue._settings import queue_list
 from pyqueue.defaults import (
     BATCH_SIZE,
     HEARTBEAT_APPLICATION_NAME,
@@ -35,6 +25,13 @@ from pyqueue.defaults import (
     WORKER_APPLICATION_NAME,
 )
 from pyqueue.job import Job
+from pyqueue.worker import settings as _settings
+from pyqueue.worker.connections import DedicatedConnection
+from pyqueue.worker.consumer import WorkerSettings
+from pyqueue.worker.in_transaction import TxHandler, run_batch
+from pyqueue.worker.settings import queue_list
+from pyqueue.worker.sync_consumer import Consumer, run_job
+from pyqueue.worker.wakeup import Wakeup, stop_on_signals
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -42,7 +39,7 @@ Handler = Callable[[Job], object]
 
 
 def check_settings(*, batch_size: int, poll_interval: float, concurrency: int = 1) -> None:
-    """The older check of three settings (kept for callers); see pyqueue._settings."""
+    """The older check of three settings (kept for callers); see pyqueue.worker.settings."""
     _settings.check(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency)
 
 
@@ -122,19 +119,14 @@ class JobIterator:
         self.shutdown_timeout = checked.shutdown_timeout
         self._wakeup = Wakeup(stop)
         prepare = self.use_listen
+        settings = WorkerSettings(dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
+                                  self.worker_name, self.reap_interval, self.shutdown_timeout,
+                                  checked.run_schedules)
         self._consumer = Consumer(
-            self.dsn,
-            self.queues,
-            lease=self.lease,
-            poll_interval=self.poll_interval,
-            use_listen=self.use_listen,
-            worker_name=self.worker_name,
-            reap_interval=self.reap_interval,
+            settings,
             wakeup=self._wakeup,
             work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=prepare),
             heartbeat=DedicatedConnection(self.dsn, HEARTBEAT_APPLICATION_NAME, prepare=prepare),
-            shutdown_timeout=self.shutdown_timeout,
-            run_schedules=checked.run_schedules,
             ack_at_once=ack_at_once,
         )
         # The generator gets what it needs, not the iterator: no reference
@@ -392,10 +384,9 @@ class _TxLoop:
         self.batch_size = batch_size
         self.wakeup = Wakeup(stop)
         work = DedicatedConnection(dsn, WORKER_APPLICATION_NAME, prepare=use_listen)
-        self.consumer = Consumer(dsn, queues, lease=None, poll_interval=poll_interval,
-                                 use_listen=use_listen, worker_name=worker_name,
-                                 reap_interval=reap_interval, wakeup=self.wakeup, work=work,
-                                 heartbeat=work, run_schedules=run_schedules)
+        settings = WorkerSettings(dsn, queues, None, poll_interval, use_listen, worker_name, reap_interval,
+                                  run_schedules=run_schedules)
+        self.consumer = Consumer(settings, wakeup=self.wakeup, work=work, heartbeat=work)
 
     def run(self, handle_signals: bool) -> None:
         consumer, wakeup = self.consumer, self.wakeup
@@ -426,7 +417,7 @@ class _TxLoop:
                 with consumer.work.connection() as conn:
                     taken.append(run_batch(conn, queue, self.batch_size, self.handler))
             except psycopg.OperationalError as error:
-                consumer.connection_lost(error)
+                consumer.reconnect_later(error)
                 return None
             consumer.connected()
         return taken or [0]

@@ -20,10 +20,10 @@ import time
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._auth import raise_if_fatal
 from pyqueue._db import ascalar, scalar
 from pyqueue.defaults import SCHEDULES_CHECK_MAX, SCHEDULES_CHECK_MIN
 from pyqueue.errors import translate_errors
+from pyqueue.worker.auth import raise_if_fatal
 
 logger = logging.getLogger("pyqueue.worker")
 

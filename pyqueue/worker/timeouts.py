@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
-from pyqueue._state import Acks, HeartbeatBook
 from pyqueue.defaults import STOP_CHECK_INTERVAL
 from pyqueue.errors import JobTimeout
 from pyqueue.job import AsyncJob, JobRecord, log_failed
+from pyqueue.worker.bookkeeping import Acks, HeartbeatBook
 
 logger = logging.getLogger("pyqueue.worker")
 

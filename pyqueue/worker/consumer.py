@@ -1,0 +1,466 @@
+"""The consumer, written once: a worker's session with jobq for a set of queues.
+
+Everything a worker decides lives here, free of I/O: when to claim and what
+to do with the rows, how finished jobs are acknowledged in batches, which
+leases to extend, when to reap, prune and run the periodic jobs, how long to
+wait for work, how to back off when the database goes away. Each of those
+is a *script*: a generator that yields the I/O it needs as small values
+(:class:`Sql`, :class:`Reset`, :class:`Listen`, :class:`Sleep`) and gets the
+result (or the exception) back. ``sync_consumer`` runs the scripts on psycopg
+connections and threads, ``aio_consumer`` on asyncio connections and tasks;
+those drivers hold nothing but the I/O.
+
+A claim opens (or reopens) the LISTEN connection first and then claims, so
+after any reconnection the worker catches up at once instead of trusting
+that a notification will come. When the database is unreachable it backs
+off (exponentially, interruptibly) and the claim returns None. Finished jobs
+are acknowledged in batches (complete_many, and one statement each for
+failures and releases).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, Literal, TypeVar
+
+import psycopg
+
+from pyqueue import _queries as q
+from pyqueue._db import undecodable
+from pyqueue.defaults import FOLLOWER_DELAY, PRUNE_BATCH, REAP_BATCH, SHUTDOWN_TIMEOUT
+from pyqueue.errors import translate_errors
+from pyqueue.job import JobRecord
+from pyqueue.worker.auth import raise_if_fatal
+from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
+from pyqueue.worker.prune import PRUNE, PruneTimer
+from pyqueue.worker.schedules import ScheduleTimer
+
+logger = logging.getLogger("pyqueue.worker")
+
+T = TypeVar("T")
+J = TypeVar("J", bound=JobRecord)
+
+Source = Literal["work", "heartbeat", "listen"]
+
+
+# --- the I/O a script asks for ---------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Sql:
+    """Run ``query`` on a connection of ``on``; the result is the first column of
+    the first row (``rows="scalar"``), every row as a tuple (``"tuples"``), or
+    the rows of a claim as dicts with their payloads loaded (``"claimed"``)."""
+
+    query: str
+    params: Any = None
+    rows: Literal["scalar", "tuples", "claimed"] = "scalar"
+    on: Source = "work"
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """Forget the connection(s) of ``on``: they may be broken (``"listen"``: close it)."""
+
+    on: Source
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    """Open the LISTEN connection if there is none (or it broke)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Sleep ``seconds``, but not past a stop."""
+
+    seconds: float
+
+
+Op = Sql | Reset | Listen | Sleep
+Script = Generator[Op, Any, T]
+
+
+class Step(Generic[T]):
+    """Runs a script for a driver: ``while step.next(): step.result = perform(step.op)``
+    (or ``step.error = exc``); then ``step.value`` is what the script returned."""
+
+    def __init__(self, script: Script[T]) -> None:
+        self._script = script
+        self.op: Op = Sleep(0.0)
+        self.result: Any = None
+        self.error: Exception | None = None
+        self.value: T
+
+    def next(self) -> bool:
+        """Hand the last result (or error) to the script; False once it returned."""
+        try:
+            if self.error is not None:
+                error, self.error = self.error, None
+                self.op = self._script.throw(error)
+            else:
+                self.op = self._script.send(self.result)
+        except StopIteration as stop:
+            self.value = stop.value
+            return False
+        self.result = None
+        return True
+
+
+def lost_connection(error: psycopg.Error) -> bool:
+    """Whether an OperationalError means the connection is gone (not, say, a
+    lock_timeout or a deadlock, after which the connection is still fine)."""
+    return error.sqlstate is None or error.sqlstate.startswith(("08", "57P"))
+
+
+def reason(error: BaseException) -> str:
+    return str(error).strip() or type(error).__name__
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a consumer needs to know of its worker, checked already (``pyqueue.worker.settings``)."""
+
+    dsn: str
+    queues: list[str]  # listened to, and asked next_run_at for
+    lease: timedelta | None
+    poll_interval: float
+    use_listen: bool
+    worker_name: str
+    reap_interval: float | None
+    shutdown_timeout: float | None = SHUTDOWN_TIMEOUT
+    run_schedules: bool = True
+
+
+# --- the consumer ------------------------------------------------------------------
+
+class ConsumerCore(Generic[J]):
+    """The state and the scripts of a consumer; a driver subclass runs them.
+
+    ``make_job`` turns a claimed row into the driver's job (a ``Job`` bound
+    to sync connections, an ``AsyncJob`` to async ones).
+    """
+
+    def __init__(self, settings: WorkerSettings, make_job: Callable[[q.ClaimedRow], J], *,
+                 claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
+        self.settings = settings
+        self.dsn = settings.dsn
+        self.queues = list(settings.queues)
+        self.claim_queues = self.queues if claim_queues is None else list(claim_queues)
+        self._queue_set = set(self.queues)
+        self.poll_interval = settings.poll_interval
+        self.use_listen = settings.use_listen
+        self._make_job = make_job
+        self.book = HeartbeatBook()  # every claimed job not yet acknowledged in the database
+        self.acks = Acks()
+        self._backoff = Backoff()
+        self._reaps = Every(settings.reap_interval)
+        self.schedules = ScheduleTimer(settings.run_schedules)
+        self.prunes = PruneTimer(settings.reap_interval)
+        self.ack_at_once = ack_at_once  # send each completion or failure at once (the plain iterator)
+        self.listening = False  # the LISTEN connection is open
+        self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
+        self._responder = False  # holds its queues' first-responder lock (see waited)
+        self._responder_key = ",".join(sorted(self._queue_set))
+        self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
+        self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
+
+    def wanted(self, channel_payload: str) -> bool:
+        """Whether a NOTIFY payload names one of our queues."""
+        return channel_payload in self._queue_set
+
+    # --- connections
+    def _closing_listen(self) -> Script[None]:
+        self._responder = False  # a session lock: gone with its connection
+        self.listening = False
+        yield Reset("listen")
+
+    def _trying_to_listen(self) -> Script[None]:
+        """LISTEN if a connection can be had for it. LISTEN only wakes the
+        worker sooner: when none can be had (a role's CONNECTION LIMIT,
+        max_connections), the worker polls and tries again at its next claim.
+        A database that is really gone shows up in the claim itself."""
+        if not self.use_listen:
+            return
+        try:
+            yield Listen()
+        except psycopg.OperationalError as error:
+            raise_if_fatal(error)
+            self.listening = self._responder = False  # the driver closed what was left of it
+            if not self._listen_warned:
+                logger.warning("cannot LISTEN (%s); polling every %.1f s meanwhile",
+                               reason(error), self.poll_interval)
+            self._listen_warned = True
+        else:
+            self.listening = True
+            self._listen_warned = False
+
+    def listen_lost(self, error: BaseException) -> Script[None]:
+        logger.warning("LISTEN connection lost: %s", str(error).strip())
+        yield from self._closing_listen()
+
+    def _answering_for_duty(self, respond: bool) -> Script[None]:
+        """Take the first-responder lock of our queues when this worker would
+        claim at once (``respond``), give it up when it would not (it is at
+        capacity), so that the worker holding it is one that has room."""
+        if not self.listening or respond == self._responder:
+            return
+        try:
+            if respond:
+                self._responder = bool((yield Sql(q.RESPONDER_LOCK, (self._responder_key,), on="listen")))
+            else:
+                yield Sql(q.RESPONDER_UNLOCK, (self._responder_key,), on="listen")
+                self._responder = False
+        except psycopg.OperationalError as error:
+            yield from self.listen_lost(error)
+
+    def _reset_if_lost(self, error: psycopg.Error) -> Script[None]:
+        if lost_connection(error):
+            yield Reset("work")
+
+    def connection_lost(self, error: psycopg.Error) -> Script[None]:
+        """Drop the connections if they are gone and sleep a backoff delay
+        (interruptibly) before the next attempt."""
+        raise_if_fatal(error)  # a wrong password or a missing grant: reconnecting will not help
+        delay = self._backoff.next_delay()
+        if lost_connection(error):
+            logger.warning("database connection lost (%s); reconnecting in %.1f s", reason(error), delay)
+            yield Reset("work")
+            yield from self._closing_listen()
+        else:
+            logger.warning("claim failed (%s); trying again in %.1f s", str(error).strip(), delay)
+        yield Sleep(delay)
+
+    # --- work
+    def looking(self) -> Script[None]:
+        """A claim (or take) is about to look for work: the next poll is due a
+        poll interval from now; (re)open the LISTEN connection first, so that
+        nothing notified from now on is missed."""
+        self._poll_at = time.monotonic() + self.poll_interval
+        yield from self._trying_to_listen()
+
+    def connected(self) -> None:
+        """A statement went through: reset the reconnection backoff."""
+        if self._backoff.failures:
+            logger.info("reconnected to the database")
+            self._backoff.reset()
+
+    def claiming(self, n: int) -> Script[list[J] | None]:
+        """Up to ``n`` jobs; None when the database was unreachable (after a backoff)."""
+        if n <= 0:
+            return []
+        query, params = q.claim_query(self.claim_queues, n, self.settings.worker_name, self.settings.lease)
+        yield from self.looking()
+        try:
+            sent_at = time.monotonic()
+            with translate_errors():
+                rows = yield Sql(query, params, rows="claimed")
+        except psycopg.OperationalError as error:
+            yield from self.connection_lost(error)
+            return None
+        self.connected()
+        jobs = []
+        for row in rows:
+            job = self._make_job(q.split_claimed_row(row))
+            if (problem := undecodable(job.payload)) is not None:
+                logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
+                self.fail_later(job, problem)
+                continue
+            jobs.append(job)
+        self.held(jobs, sent_at)
+        return jobs
+
+    def held(self, jobs: Sequence[J], claimed_at: float) -> float:
+        """Jobs to heartbeat from now on; when the first is due (the drivers
+        also wake their heartbeater)."""
+        return self.book.add(jobs, claimed_at)
+
+    # Acknowledger: what `with job:` calls for jobs of this consumer. Each
+    # adds nothing when the job was acknowledged already (by a timeout).
+    def complete_later(self, job: JobRecord) -> None:
+        if self.acks.complete_later(job) and self.ack_at_once:
+            self.send_now()
+
+    def fail_later(self, job: JobRecord, error: str) -> None:
+        if self.acks.fail_later(job, error) and self.ack_at_once:
+            self.send_now()
+
+    def release_later(self, job: JobRecord) -> None:
+        self.acks.release_later(job)
+
+    def send_now(self) -> None:
+        """The plain iterator acknowledges at once: the sync driver flushes here,
+        the async one after ``async with job:`` (``after_ack``)."""
+
+    def maintaining(self) -> Script[None]:
+        """Call jobq.reap() when the reap interval has passed, so that jobs of
+        dead workers come back even without pg_cron. Also runs the worker-run
+        periodic jobs when they are due (see ``schedules``), and prunes now
+        and then (see ``prune``)."""
+        if self.schedules.due():
+            try:
+                with translate_errors():
+                    self.schedules.result((yield Sql(q.RUN_SCHEDULES)))
+            except psycopg.Error as error:
+                if self.schedules.error(error):
+                    yield from self._reset_if_lost(error)
+        if self.prunes.due():
+            try:
+                with translate_errors():
+                    self.prunes.pruned((yield Sql(PRUNE, (PRUNE_BATCH,))))
+            except psycopg.Error as error:
+                if self.prunes.error(error):
+                    yield from self._reset_if_lost(error)
+        if not self._reaps.due():
+            return
+        self._reaps.restart()
+        try:
+            with translate_errors():
+                reaped = int((yield Sql(q.REAP, (REAP_BATCH,))))
+        except psycopg.Error as error:
+            raise_if_fatal(error)
+            logger.warning("jobq.reap() failed: %s", error)
+            yield from self._reset_if_lost(error)  # the next claim reconnects
+            return
+        if reaped:
+            logger.info("reaped %d job(s) whose lease had expired", reaped)
+
+    def flushing(self) -> Script[bool]:
+        """Send the pending acknowledgements; False if the database was unreachable
+        (they stay pending)."""
+        batch = self.acks.take()
+        if not batch:
+            return True
+        sent = AckBatch()
+        try:
+            with translate_errors():
+                for part in chunks(batch.completes):
+                    jobs = [batch.completes[i] for i in part]
+                    done = int((yield Sql(q.COMPLETE_MANY, batch.complete_args(jobs))))
+                    sent.completes.extend(jobs)
+                    if done < len(jobs):
+                        logger.warning("%d of %d finished job(s) had lost their lease: not completed",
+                                       len(jobs) - done, len(jobs))
+                for part in chunks(batch.fails):
+                    fails = [batch.fails[i] for i in part]
+                    rows = yield Sql(q.FAIL_MANY, batch.fail_args(fails), rows="tuples")
+                    sent.fails.extend(fails)
+                    self._log_lost("failed", [r[0] for r in rows if not r[1]])
+                for part in chunks(batch.releases):
+                    jobs = [batch.releases[i] for i in part]
+                    rows = yield Sql(q.RELEASE_MANY, batch.complete_args(jobs), rows="tuples")
+                    sent.releases.extend(jobs)
+                    self._log_lost("released", [r[0] for r in rows if not r[1]])
+        except psycopg.OperationalError as error:
+            logger.warning("could not acknowledge %d job(s) yet: %s", self.acks.pending(), error)
+            self.acks.put_back(AckBatch(  # what was not sent yet, in order
+                batch.completes[len(sent.completes):],
+                batch.fails[len(sent.fails):],
+                batch.releases[len(sent.releases):],
+            ))
+            self._settled(sent)
+            yield from self._reset_if_lost(error)
+            return False
+        self._settled(sent)
+        return True
+
+    def _settled(self, sent: AckBatch) -> None:
+        jobs = sent.jobs()
+        for job in jobs:
+            job._mark_settled()
+        self.book.discard(jobs)
+
+    @staticmethod
+    def _log_lost(what: str, ids: list[int]) -> None:
+        if ids:
+            logger.warning("job(s) %s had lost their lease: not %s", ids, what)
+
+    def flush_due(self) -> bool:
+        return self.acks.seconds_until_due() <= 0
+
+    def closing(self) -> Script[None]:
+        """Acknowledge what is pending (one more try after a failure)."""
+        if not (yield from self.flushing()) and not (yield from self.flushing()):
+            logger.warning("%d acknowledgement(s) could not be sent: those jobs will run "
+                           "again once their lease expires", self.acks.pending())
+
+    # --- heartbeats
+    def beating(self, due: list[tuple[JobRecord, timedelta]]) -> Script[None]:
+        """Extend the leases of the ``due`` jobs in one statement. A job whose
+        lease turns out lost is marked (``job.lease_lost``) so the worker skips
+        it if not yet started."""
+        sent_at = time.monotonic()
+        params = ([j.id for j, _ in due], [j.lease_token for j, _ in due], [e for _, e in due])
+        try:
+            with translate_errors():
+                rows = yield Sql(q.HEARTBEAT_MANY, params, rows="tuples", on="heartbeat")
+        except psycopg.Error as error:
+            logger.warning("heartbeat of %d job(s) failed, retrying: %s", len(due), error)
+            if isinstance(error, psycopg.OperationalError) and lost_connection(error):
+                yield Reset("heartbeat")
+            self.book.retry_later(j for j, _ in due)
+            return
+        alive = {row[0] for row in rows if row[1]}
+        for job, _ in due:
+            if job.id in alive:
+                self.book.renewed(job, sent_at)
+            elif not job.acknowledged:
+                job._mark_lease_lost()
+                logger.warning("job %d of queue %r lost its lease (reaped or cancelled)", job.id, job.queue)
+
+    # --- waiting
+    def _next_run_in(self) -> Script[float | None]:
+        try:
+            with translate_errors():
+                value = yield Sql(q.NEXT_RUN_IN, (self.queues,))
+        except psycopg.OperationalError as error:
+            yield from self._reset_if_lost(error)
+            return 0.0  # look again at once: the claim will reconnect or back off
+        return None if value is None else max(0.0, float(value))
+
+    def preparing_wait(self, *, refresh: bool, respond: bool) -> Script[tuple[float, float]]:
+        """Before a wait: (monotonic) when there may be work, and how long to
+        sleep at most (seconds).
+
+        There may be work at the poll interval since the last claim, or at the
+        next scheduled job's run_at; other things due (a reap, an
+        acknowledgement flush, the periodic jobs, a prune) end the wait
+        sooner. ``refresh`` (the last claim came back empty) asks the
+        database for the next scheduled run_at first; otherwise the one last
+        asked for stands (any change to the queue NOTIFYs, and an empty claim
+        follows it). ``respond``: this worker would claim at once (it has
+        room); only such a worker takes the first-responder lock.
+        """
+        yield from self._answering_for_duty(respond)
+        if refresh:
+            next_in = yield from self._next_run_in()
+            self._next_due = math.inf if next_in is None else time.monotonic() + next_in
+        work_at = min(self._poll_at, self._next_due)
+        timeout = min(work_at - time.monotonic(), self._reaps.seconds_left(), self.acks.seconds_until_due(),
+                      self.schedules.seconds_left(), self.prunes.seconds_left())
+        return work_at, timeout
+
+    def waited(self, *, notified: bool, work_at: float) -> Script[bool]:
+        """After a wait: True when there may be work (a NOTIFY for one of our
+        queues, the poll interval, the next scheduled job's run_at); False
+        when something else ended it (poked, stopped, a reap or a flush due).
+
+        Every idle worker of a queue is woken by its NOTIFY. The one holding
+        the queues' first-responder lock returns at once; the others
+        FOLLOWER_DELAY later, so that one job does not have every idle worker
+        claim at the same moment (on a small machine the winner would wait
+        behind the others' empty claims).
+        """
+        if notified:
+            if not self._responder:
+                yield Sleep(FOLLOWER_DELAY)
+            return True
+        if time.monotonic() >= work_at:
+            if work_at == self._next_due:
+                self._next_due = math.inf  # due now: the claim that follows finds it (or asks again)
+            return True
+        return False

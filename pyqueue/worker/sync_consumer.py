@@ -1,0 +1,243 @@
+"""The sync driver of the consumer (``pyqueue.worker.consumer``): runs its
+scripts on psycopg connections, waits on a :class:`Wakeup` (the LISTEN
+connection's socket and a self-pipe), and extends leases from a heartbeat
+thread. ``listen()`` and ``Worker`` are built on it."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from pyqueue import _queries as q
+from pyqueue._db import claimed_rows, scalar, tuples
+from pyqueue.defaults import LISTEN_APPLICATION_NAME
+from pyqueue.job import Job
+from pyqueue.worker.connections import Connection, ConnectionSource, connect, is_broken
+from pyqueue.worker.consumer import (
+    ConsumerCore,
+    Listen,
+    Op,
+    Reset,
+    Script,
+    Sql,
+    Step,
+    T,
+    WorkerSettings,
+)
+from pyqueue.worker.timeouts import RunningJobs
+from pyqueue.worker.wakeup import Wakeup
+
+logger = logging.getLogger("pyqueue.worker")
+
+READERS: dict[str, Callable[[Connection, str, Any], Any]] = {
+    "scalar": scalar, "tuples": tuples, "claimed": claimed_rows}
+
+
+class Heartbeater:
+    """A background thread that extends the leases of held jobs (running or
+    waiting their turn) once a fraction of their lease has passed, in one
+    statement for all the jobs due (``ConsumerCore.beating``)."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.book = consumer.book
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._wakes_at = math.inf  # monotonic time the thread wakes up by itself
+
+    def due_at(self, due: float) -> None:
+        """Jobs were added to the book; the first is due at ``due`` (monotonic)."""
+        with self._cond:
+            if self._thread is None:
+                if self._closing:
+                    return
+                self._thread = threading.Thread(target=self._run, name="pyqueue-heartbeat", daemon=True)
+                self._thread.start()
+            elif due >= self._wakes_at:
+                return  # the thread looks at the book before these are due: leave it be
+            self._wakes_at = due
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closing:
+                    wait = self.book.seconds_until_due()
+                    if wait is not None and wait <= 0:
+                        break
+                    self._wakes_at = math.inf if wait is None else time.monotonic() + wait
+                    self._cond.wait(wait)
+                self._wakes_at = -math.inf  # busy beating: every add looks again once done
+                if self._closing:
+                    return
+            due = self.book.take_due()
+            if due:
+                self.consumer.run(self.consumer.beating(due))
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+
+class Consumer(ConsumerCore[Job]):
+    """A worker's sync session with jobq (see ``pyqueue.worker.consumer``).
+
+    ``work`` carries the claims and acknowledgements, ``heartbeat`` the
+    heartbeats (its own thread), ``jobs`` the claimed jobs' own calls
+    (``job.complete()``…; default: ``work``). ``wait()`` sleeps until there
+    may be work or ``wakeup`` is poked or stopped.
+    """
+
+    def __init__(self, settings: WorkerSettings, *, wakeup: Wakeup, work: ConnectionSource,
+                 heartbeat: ConnectionSource, jobs: ConnectionSource | None = None,
+                 claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
+        self.jobs = work if jobs is None else jobs
+        super().__init__(settings, self._job, claim_queues=claim_queues, ack_at_once=ack_at_once)
+        self.wakeup = wakeup
+        self.work = work
+        self._heartbeat_source = heartbeat
+        self._listen: Connection | None = None
+        self.heartbeats = Heartbeater(self)
+        # The jobs the handlers run: their execution timeouts and the shutdown grace.
+        self.running = RunningJobs(self.acks, self.book, self.flush,
+                                   stopped=lambda: wakeup.stopped, grace=settings.shutdown_timeout)
+
+    def _job(self, row: q.ClaimedRow) -> Job:
+        return Job._claimed(row, self.jobs.connection, self)
+
+    # --- the I/O of the scripts
+    def run(self, script: Script[T]) -> T:
+        step = Step(script)
+        while step.next():
+            try:
+                step.result = self._perform(step.op)
+            except Exception as error:
+                step.error = error
+        return step.value
+
+    def _perform(self, op: Op) -> Any:
+        if isinstance(op, Sql):
+            if op.on == "listen":
+                assert self._listen is not None
+                return READERS[op.rows](self._listen, op.query, op.params)
+            source = self.work if op.on == "work" else self._heartbeat_source
+            with source.connection() as conn:
+                return READERS[op.rows](conn, op.query, op.params)
+        if isinstance(op, Reset):
+            self._reset(op)
+        elif isinstance(op, Listen):
+            self._open_listen()
+        else:
+            self.wakeup.wait(op.seconds)
+        return None
+
+    def _reset(self, op: Reset) -> None:
+        if op.on == "work":
+            self.work.reset()
+        elif op.on == "heartbeat":
+            self._heartbeat_source.reset()
+        elif self._listen is not None:
+            self._listen.close()
+            self._listen = None
+
+    def _open_listen(self) -> None:
+        if not is_broken(self._listen):
+            return
+        if self._listen is not None:
+            self._listen.close()
+            self._listen = None
+        conn = connect(self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
+        try:
+            conn.execute(q.LISTEN)
+        except BaseException:
+            conn.close()
+            raise
+        self._listen = conn
+
+    # --- what the workers call
+    def held(self, jobs: Sequence[Job], claimed_at: float) -> float:
+        due = super().held(jobs, claimed_at)
+        if jobs:
+            self.heartbeats.due_at(due)
+        return due
+
+    def send_now(self) -> None:
+        self.flush()
+
+    def looked(self) -> None:
+        self.run(self.looking())
+
+    def reconnect_later(self, error: psycopg.Error) -> None:
+        """After a lost connection: back off (see ``ConsumerCore.connection_lost``)."""
+        self.run(self.connection_lost(error))
+
+    def claim(self, n: int) -> list[Job] | None:
+        return self.run(self.claiming(n))
+
+    def maybe_reap(self) -> None:
+        self.run(self.maintaining())
+
+    def flush(self) -> bool:
+        return self.run(self.flushing())
+
+    def flush_if_due(self) -> None:
+        if self.flush_due():
+            self.flush()
+
+    def _notified(self) -> bool:
+        """Read what the LISTEN connection received; True if one of our queues got jobs
+        (or the connection broke: then the next claim reconnects and catches up)."""
+        if self._listen is None:
+            return False
+        try:
+            notes = list(self._listen.notifies(timeout=0))
+        except psycopg.OperationalError as error:
+            self.run(self.listen_lost(error))
+            return True
+        return any(self.wanted(note.payload) for note in notes)
+
+    def wait(self, *, refresh: bool, respond: bool = True) -> bool:
+        """Sleep until there may be work (True), or until poked, stopped or
+        something else is due (False); see ``ConsumerCore.preparing_wait``."""
+        work_at, timeout = self.run(self.preparing_wait(refresh=refresh, respond=respond))
+        deadline = time.monotonic() + timeout
+        notified = False
+        while not self.wakeup.stopped:
+            notified = self._notified()
+            remaining = deadline - time.monotonic()
+            if notified or remaining <= 0:
+                break
+            fds = [] if self._listen is None else [self._listen.fileno()]
+            if not self.wakeup.wait(remaining, fds):
+                break
+        return self.run(self.waited(notified=notified, work_at=work_at))
+
+    def close(self) -> None:
+        """Acknowledge what is pending, stop the heartbeats and close the connections."""
+        self.running.close()
+        try:
+            self.run(self.closing())
+        finally:
+            self.heartbeats.close()
+            self._reset(Reset("listen"))
+            self.work.close()
+            if self._heartbeat_source is not self.work:
+                self._heartbeat_source.close()
+
+
+def run_job(job: Job, handler: Callable[[Job], object]) -> None:
+    """Run a handler as a unit of work (``with job``): complete on return, fail
+    with the traceback on an exception."""
+    with job:
+        handler(job)
