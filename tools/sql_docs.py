@@ -512,9 +512,15 @@ def with_table(document: str, table: str) -> str:
 def generate(conn: psycopg.Connection[tuple[object, ...]], root: Path = ROOT) -> dict[Path, str]:
     """What docs/sql-reference.md and docs/errors.md should hold (paths relative to ``root``)."""
     catalog = read_catalog(conn)
-    reference = render_reference(catalog)
-    errors = with_table((root / ERRORS_DOC).read_text(), render_table(sqlstates(catalog)))
-    return {REFERENCE: reference, ERRORS_DOC: errors}
+    found = problems(catalog)
+    try:
+        rows = sqlstates(catalog)
+    except DocsError as error:
+        found += error.problems
+    if found:
+        raise DocsError(found)
+    errors = with_table((root / ERRORS_DOC).read_text(), render_table(rows))
+    return {REFERENCE: render_reference(catalog), ERRORS_DOC: errors}
 
 
 def stale(expected: Mapping[Path, str], root: Path = ROOT) -> list[Path]:
