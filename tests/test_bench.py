@@ -20,10 +20,10 @@ import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 import pyqueue
-from pyqueue import bench, bench_drain, bench_profile, bench_pyqueue, bench_sql
-from pyqueue.bench_config import QUICK
-from pyqueue.bench_harness import Outcome
-from pyqueue.bench_throughput import Best
+from pyqueue.bench import drains, profiling, sql_loops, suite, worker_loops
+from pyqueue.bench.config import QUICK
+from pyqueue.bench.harness import Outcome
+from pyqueue.bench.throughput import Best
 from tests.conftest import proc_dsn
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -70,7 +70,7 @@ def report(tmp_path_factory: pytest.TempPathFactory, postgresql_proc: PostgreSQL
     json_path, chart_path = directory / "bench.json", directory / "bench.png"
     out_path = directory / "stdout.txt"
     with out_path.open("w") as out, contextlib.redirect_stdout(out):
-        code = bench.main(["--dsn", dsn, *SMALLEST, "--json", str(json_path), "--chart", str(chart_path)])
+        code = suite.main(["--dsn", dsn, *SMALLEST, "--json", str(json_path), "--chart", str(chart_path)])
     assert code == 0, out_path.read_text()
     return json.loads(json_path.read_text()), chart_path, out_path.read_text()
 
@@ -96,10 +96,10 @@ def test_every_drain_row_at_every_worker_count(report: tuple[dict[str, Any], Pat
     drain = report[0]["drain"]
     assert (drain["jobs"], drain["batch"]) == (DRAIN_JOBS, 50)
     assert list(drain["workers"]) == list(WORKERS)
-    in_txn = bench_pyqueue.in_transaction_supported()
+    in_txn = worker_loops.in_transaction_supported()
     assert drain["in_transaction_worker"] is in_txn
     for found in drain["workers"].values():
-        assert list(found) == list(bench_drain.ROWS)
+        assert list(found) == list(drains.ROWS)
         for row, entry in found.items():
             if row == "pyqueue_in_txn" and not in_txn:
                 assert entry["available"] is False
@@ -115,7 +115,7 @@ def test_every_drain_row_at_every_worker_count(report: tuple[dict[str, Any], Pat
 def test_the_leased_ahead_drain_is_next_to_the_plain_one(report: tuple[dict[str, Any], Path, str]) -> None:
     leased = report[0]["drain"]["leased_ahead"]
     assert (leased["ran"], leased["leased_jobs"], leased["workers"]) == (True, 200, 4)
-    for row in bench_drain.LEASED_ROWS:
+    for row in drains.LEASED_ROWS:
         entry = leased[row]
         assert entry["jobs"] == DRAIN_JOBS
         for key in ("jobs_per_s", "ratio_to_floor", "ratio_to_plain"):
@@ -128,7 +128,7 @@ def test_enqueue_and_one_connection_ratios(report: tuple[dict[str, Any], Path, s
     assert positive(enqueue["floor"]["jobs_per_s"]) and positive(enqueue["jobq"]["ratio_to_floor"])
     assert enqueue["jobq"]["jobs"] >= 600
     single = results["single_connection"]
-    assert set(single["rows"]) == set(bench_drain.SINGLE_ROWS)
+    assert set(single["rows"]) == set(drains.SINGLE_ROWS)
     for name, entry in single["rows"].items():
         assert entry["jobs"] == 400, name
         assert positive(entry["jobs_per_s"]) and positive(entry["ratio_to_floor"]), (name, entry)
@@ -137,7 +137,7 @@ def test_enqueue_and_one_connection_ratios(report: tuple[dict[str, Any], Path, s
 def test_every_goal_of_issue_11_is_judged(report: tuple[dict[str, Any], Path, str]) -> None:
     results, _, printed = report
     targets = results["targets"]
-    assert set(targets) == set(bench.GOALS)
+    assert set(targets) == set(suite.GOALS)
     assert {t["goal"] for t in targets.values()} == {1, 2, 3, 4, 5}
     for name, target in targets.items():
         assert positive(target["value"]), (name, target)
@@ -189,25 +189,25 @@ def test_profile(report: tuple[dict[str, Any], Path, str]) -> None:
 def test_nothing_is_left_behind(report: tuple[dict[str, Any], Path, str],
                                 postgresql_proc: PostgreSQLExecutor) -> None:
     with psycopg.connect(proc_dsn(postgresql_proc, BENCH_DATABASE)) as conn:
-        assert conn.execute("SELECT to_regnamespace(%s)", (bench_sql.BENCH_SCHEMA,)).fetchone() == (None,)
-        tables = [str(row[0]) for row in conn.execute(bench_sql.QUEUE_TABLES).fetchall()]
+        assert conn.execute("SELECT to_regnamespace(%s)", (sql_loops.BENCH_SCHEMA,)).fetchone() == (None,)
+        tables = [str(row[0]) for row in conn.execute(sql_loops.QUEUE_TABLES).fetchall()]
         assert "jobq._job" in tables
         for table in tables:
             left = conn.execute(f"SELECT count(*) FROM {table} WHERE queue LIKE 'bench.%%'").fetchone()
             assert left == (0,), table
 
 
-@pytest.mark.parametrize("calls", [1, bench_profile.PLAN_CALLS])
+@pytest.mark.parametrize("calls", [1, profiling.PLAN_CALLS])
 def test_claim_uses_the_claim_index(conn: Conn, calls: int) -> None:
     """The real jobq.claim, its plan read with auto_explain, on a table large
     enough (and ANALYZEd) that a seq scan would lose: an index scan on
     jobq._job (whatever the index is called), no seq scan. Both the first call (custom
     plan) and a later one (plpgsql may switch to a generic plan)."""
     for queue in ("target", "other-a", "other-b"):
-        bench_sql.prefill_jobq(conn, queue, CLAIM_PLAN_JOBS // 3)
+        sql_loops.prefill_jobq(conn, queue, CLAIM_PLAN_JOBS // 3)
     conn.execute("SELECT count(*) FROM jobq.claim('other-a', 500, 'elsewhere')")  # some running rows too
     conn.execute("ANALYZE jobq._job")
-    plan = bench_profile.claim_plan(conn, "target", 10, calls=calls)
+    plan = profiling.claim_plan(conn, "target", 10, calls=calls)
     assert plan["scans_on_job"], plan["statements"]
     assert plan["uses_index"], plan["scans_on_job"]
     assert not plan["seq_scan_on_job"], plan["scans_on_job"]
@@ -220,10 +220,10 @@ def test_add_arguments_accepts_a_parser_that_has_dsn_already() -> None:
     """The pyqueue CLI gives every subcommand --dsn; bench must not clash."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--dsn")
-    bench.add_arguments(parser)
+    suite.add_arguments(parser)
     args = parser.parse_args(["--dsn", "dbname=x", "--quick", "--workers", "16,4,4", "--soak", "2",
                               "--leased-jobs", "0", "--latency-workers", "3"])
-    config = bench.config_from(args)
+    config = suite.config_from(args)
     assert (args.dsn, config.quick, config.soak_minutes) == ("dbname=x", True, 2.0)
     assert config.drain_workers == (4, 16)
     assert (config.leased_jobs, config.latency_workers) == (0, 3)
@@ -231,7 +231,7 @@ def test_add_arguments_accepts_a_parser_that_has_dsn_already() -> None:
 
 
 def test_the_full_run_measures_what_issue_11_names() -> None:
-    config = bench.config_from(argparse.Namespace(**dict.fromkeys(
+    config = suite.config_from(argparse.Namespace(**dict.fromkeys(
         ("quick", "dsn", "drain_jobs", "workers", "leased_jobs", "leased_workers", "single_jobs", "jobs",
          "batch", "connections", "repeat", "statistic", "scaling", "scaling_repeat", "window",
          "latency_samples", "latency_workers", "worker_concurrency", "soak", "soak_sample"))))
@@ -241,7 +241,7 @@ def test_the_full_run_measures_what_issue_11_names() -> None:
 
 def test_bad_list_options_are_refused() -> None:
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    suite.add_arguments(parser)
     for bad in (["--scaling", "0,4"], ["--workers", "a"], ["--server-setting", "fsync"],
                 ["--leased-jobs", "-1"]):
         with pytest.raises(SystemExit):
@@ -251,9 +251,9 @@ def test_bad_list_options_are_refused() -> None:
 @pytest.mark.parametrize(("value", "met"), [(0.45, True), (0.44, False), (None, False)])
 def test_a_minimum_goal_is_met_at_its_bound(monkeypatch: pytest.MonkeyPatch, value: float | None,
                                             met: bool) -> None:
-    figures = dict.fromkeys(bench.GOALS, 1.0) | {"drain_w4_vs_floor": value, "pickup_p99_vs_floor": 1.6}
-    monkeypatch.setattr(bench, "figures", lambda results: figures)
-    targets = bench.targets({})
+    figures = dict.fromkeys(suite.GOALS, 1.0) | {"drain_w4_vs_floor": value, "pickup_p99_vs_floor": 1.6}
+    monkeypatch.setattr(suite, "figures", lambda results: figures)
+    targets = suite.targets({})
     assert targets["drain_w4_vs_floor"]["met"] is met
     assert targets["pickup_p99_vs_floor"]["met"] is False  # a maximum: 1.6 > 1.5
     assert targets["enqueue_vs_floor"]["met"] is True
@@ -269,9 +269,9 @@ def test_the_in_transaction_mode_is_found_by_signature(monkeypatch: pytest.Monke
     def with_mode(self: object, queue: str, fn: object, *, in_transaction: bool = False) -> None: ...
 
     monkeypatch.setattr(pyqueue, "Worker", fake_worker(plain))
-    assert bench_pyqueue.in_transaction_supported() is False
+    assert worker_loops.in_transaction_supported() is False
     monkeypatch.setattr(pyqueue, "Worker", fake_worker(with_mode))
-    assert bench_pyqueue.in_transaction_supported() is True
+    assert worker_loops.in_transaction_supported() is True
 
 
 def test_repeated_rounds_count_by_median_or_best() -> None:

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pyqueue.bench_harness import BenchError, Loop, Outcome, Role, Run, Signals, Task
+from pyqueue.bench.harness import BenchError, Loop, Outcome, Role, Run, Signals, Task
 from pyqueue.defaults import CHANNEL
 
 BENCH_SCHEMA = "jobq_bench"

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pyqueue.bench_sql import (
+from pyqueue.bench.sql_loops import (
     BENCH_SCHEMA,
     FLOOR_DRAIN,
     FLOOR_INSERT,

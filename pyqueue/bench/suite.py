@@ -50,19 +50,11 @@ from typing import Any
 
 import psycopg
 
-from pyqueue import (
-    bench_chart,
-    bench_drain,
-    bench_profile,
-    bench_pyqueue,
-    bench_report,
-    bench_sql,
-    bench_throughput,
-    schema,
-)
-from pyqueue.bench_config import QUICK, Config
-from pyqueue.bench_harness import BenchError, progress
-from pyqueue.bench_throughput import STATISTICS
+from pyqueue import schema
+from pyqueue.bench import chart, drains, profiling, report, sql_loops, throughput, worker_loops
+from pyqueue.bench.config import QUICK, Config
+from pyqueue.bench.harness import BenchError, progress
+from pyqueue.bench.throughput import STATISTICS
 from pyqueue.localserver import LocalServer, temporary_directory
 
 DEFAULT_JSON = Path("bench-results/bench.json")
@@ -98,7 +90,7 @@ GOALS: dict[str, tuple[int, str, str, float]] = {
 EXIT_OK = 0
 EXIT_FAILED = 1
 
-Conn = bench_sql.Conn
+Conn = sql_loops.Conn
 
 
 # --- command line ------------------------------------------------------------------
@@ -237,10 +229,10 @@ def run(args: argparse.Namespace) -> int:
     except (BenchError, psycopg.Error) as exc:
         print(f"error: {str(exc).strip()}", file=sys.stderr)
         return EXIT_FAILED
-    print(bench_report.format_results(results))
-    bench_report.write_json(results, args.json)
+    print(report.format_results(results))
+    report.write_json(results, args.json)
     print(f"\nresults: {args.json}")
-    chart_problem = bench_chart.write_chart(results, args.chart)
+    chart_problem = chart.write_chart(results, args.chart)
     print(f"chart skipped: {chart_problem}" if chart_problem else f"chart:   {args.chart}")
     return EXIT_OK
 
@@ -259,7 +251,7 @@ def database(dsn: str | None, settings: dict[str, str]) -> Iterator[tuple[str, s
     """The DSN to benchmark and the mode: the given database (jobq must be
     installed), or a throwaway local server, stopped and deleted afterwards."""
     if dsn:
-        with bench_sql.connect(dsn) as conn:
+        with sql_loops.connect(dsn) as conn:
             if conn.execute("SELECT to_regproc('jobq.version')").fetchone() == (None,):
                 raise BenchError("jobq is not installed in that database; "
                                  "run `pyqueue install --dsn …` first")
@@ -270,7 +262,7 @@ def database(dsn: str | None, settings: dict[str, str]) -> Iterator[tuple[str, s
     try:
         progress(f"starting a throwaway PostgreSQL server in {directory}")
         server.start()
-        with bench_sql.connect(server.dsn) as conn:
+        with sql_loops.connect(server.dsn) as conn:
             schema.install(conn)
         yield server.dsn, "local"
     finally:
@@ -297,9 +289,9 @@ def run_benchmark(dsn: str, config: Config, *, mode: str, local_settings: dict[s
                   ) -> dict[str, Any]:
     """Every section, in order; the results as one JSON-ready dict."""
     started = time.perf_counter()
-    with bench_sql.connect(dsn) as conn:
-        bench_sql.cleanup(conn)  # what an interrupted run may have left
-        bench_sql.create_schema(conn)
+    with sql_loops.connect(dsn) as conn:
+        sql_loops.cleanup(conn)  # what an interrupted run may have left
+        sql_loops.create_schema(conn)
         meta: dict[str, Any] = {
             "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "mode": mode,
@@ -308,23 +300,23 @@ def run_benchmark(dsn: str, config: Config, *, mode: str, local_settings: dict[s
             "client": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
                        "psycopg": psycopg.__version__, "platform": platform.platform()},
             "config": asdict(config),
-            "queues": f"{bench_sql.QUEUE_PREFIX}*",
+            "queues": f"{sql_loops.QUEUE_PREFIX}*",
         }
         results: dict[str, Any] = {"meta": meta}
         try:
-            bench_throughput.warm_up(dsn, conn, config)
-            results["drain"] = bench_drain.drain_section(dsn, conn, config)
-            results["enqueue"] = bench_throughput.enqueue_section(dsn, conn, config)
-            results["pickup_latency"] = bench_pyqueue.latency_section(dsn, conn, config)
-            results["single_connection"] = bench_drain.single_section(dsn, conn, config)
+            throughput.warm_up(dsn, conn, config)
+            results["drain"] = drains.drain_section(dsn, conn, config)
+            results["enqueue"] = throughput.enqueue_section(dsn, conn, config)
+            results["pickup_latency"] = worker_loops.latency_section(dsn, conn, config)
+            results["single_connection"] = drains.single_section(dsn, conn, config)
             drained = results["drain"]["workers"]
             drain_rate = max(row["jobq_sql"]["jobs_per_s"] for row in drained.values())
-            results["scaling"] = bench_throughput.scaling_section(dsn, conn, config, drain_rate)
+            results["scaling"] = throughput.scaling_section(dsn, conn, config, drain_rate)
             worker_rates = {int(w): float(row["pyqueue"]["jobs_per_s"]) for w, row in drained.items()}
-            results["soak"] = bench_pyqueue.soak_section(dsn, conn, config, worker_rates)
-            results["profile"] = bench_profile.profile_section(conn, config.batch)
+            results["soak"] = worker_loops.soak_section(dsn, conn, config, worker_rates)
+            results["profile"] = profiling.profile_section(conn, config.batch)
         finally:
-            meta["cleanup_problems"] = bench_sql.cleanup(conn)
+            meta["cleanup_problems"] = sql_loops.cleanup(conn)
         meta["seconds"] = round(time.perf_counter() - started, 1)
     results["targets"] = targets(results)
     return results
@@ -367,6 +359,3 @@ def targets(results: dict[str, Any]) -> dict[str, Any]:
         found[name] = {"goal": goal, "label": label, "value": value, kind: bound, "met": met}
     return found
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,35 +12,35 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyqueue import bench_profile, bench_pyqueue, bench_sql
-from pyqueue.bench_config import STEP_TIMEOUT, Config
-from pyqueue.bench_harness import Outcome, progress, ratio
+from pyqueue.bench import profiling, sql_loops, worker_loops
+from pyqueue.bench.config import STEP_TIMEOUT, Config
+from pyqueue.bench.harness import Outcome, progress, ratio
 
-FLOOR_LOOPS = (bench_sql.floor_insert, bench_sql.floor_drain)  # producer, consumer
-JOBQ_LOOPS = (bench_sql.jobq_enqueue, bench_sql.jobq_drain)
+FLOOR_LOOPS = (sql_loops.floor_insert, sql_loops.floor_drain)  # producer, consumer
+JOBQ_LOOPS = (sql_loops.jobq_enqueue, sql_loops.jobq_drain)
 WARM_UP_JOBS = 10_000  # jobs through the floor and jobq before anything is measured
 SCALING_VARIANTS = {  # name: (consumer loop, what it does)
-    "jobq": (bench_sql.jobq_drain, "jobq.claim(n) + jobq.complete_many"),
-    "naive": (bench_sql.naive_drain, "BEGIN; SELECT … FOR UPDATE; UPDATE status; COMMIT; then DELETE"),
-    "skip_locked": (bench_sql.skip_locked_drain, "the naive queue with SKIP LOCKED added, nothing else"),
+    "jobq": (sql_loops.jobq_drain, "jobq.claim(n) + jobq.complete_many"),
+    "naive": (sql_loops.naive_drain, "BEGIN; SELECT … FOR UPDATE; UPDATE status; COMMIT; then DELETE"),
+    "skip_locked": (sql_loops.skip_locked_drain, "the naive queue with SKIP LOCKED added, nothing else"),
 }
 
-Conn = bench_sql.Conn
-FLOOR_TABLE = f"{bench_sql.BENCH_SCHEMA}.floor_job"
+Conn = sql_loops.Conn
+FLOOR_TABLE = f"{sql_loops.BENCH_SCHEMA}.floor_job"
 
 
 def warm_up(dsn: str, conn: Conn, config: Config) -> None:
     """Run the floor, jobq and pyqueue's workers once, unmeasured: a fresh
     server pays for cold caches, plan caches and its first WAL segments here."""
-    size = bench_sql.Size(min(config.jobs, WARM_UP_JOBS), config.batch, STEP_TIMEOUT)
+    size = sql_loops.Size(min(config.jobs, WARM_UP_JOBS), config.batch, STEP_TIMEOUT)
     progress("warming up (not measured)")
-    bench_sql.mixed_outcome(dsn, FLOOR_LOOPS, "", 2, size)
-    bench_sql.mixed_outcome(dsn, JOBQ_LOOPS, bench_sql.QUEUE_PREFIX + "warm-up", 2, size)
-    queue = bench_sql.QUEUE_PREFIX + "warm-up-workers"
-    bench_sql.prefill_jobq(conn, queue, size.jobs)
-    bench_pyqueue.worker_drain(dsn, conn, queue, 2, config, jobs=size.jobs)
+    sql_loops.mixed_outcome(dsn, FLOOR_LOOPS, "", 2, size)
+    sql_loops.mixed_outcome(dsn, JOBQ_LOOPS, sql_loops.QUEUE_PREFIX + "warm-up", 2, size)
+    queue = sql_loops.QUEUE_PREFIX + "warm-up-workers"
+    sql_loops.prefill_jobq(conn, queue, size.jobs)
+    worker_loops.worker_drain(dsn, conn, queue, 2, config, jobs=size.jobs)
     conn.execute(f"TRUNCATE {FLOOR_TABLE}")
-    bench_sql.vacuum(conn, "jobq._job", FLOOR_TABLE)
+    sql_loops.vacuum(conn, "jobq._job", FLOOR_TABLE)
 
 
 STATISTICS = ("median", "best")  # how repeated rounds become one figure
@@ -103,19 +103,19 @@ def enqueue_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
     batches: the floor's INSERT … SELECT unnest($1::jsonb[]) (with its one
     NOTIFY per statement, as jobq sends) against jobq.enqueue_many,
     back to back, ``config.repeat`` rounds; the best of each counts."""
-    queue = bench_sql.QUEUE_PREFIX + "enqueue"
-    size = bench_sql.Size(config.jobs, config.batch, STEP_TIMEOUT)
+    queue = sql_loops.QUEUE_PREFIX + "enqueue"
+    size = sql_loops.Size(config.jobs, config.batch, STEP_TIMEOUT)
     conns = config.connections
     best = Best(config.statistic)
     for round_number in range(1, config.repeat + 1):
         progress(f"enqueue, round {round_number} of {config.repeat}")
         conn.execute(f"TRUNCATE {FLOOR_TABLE}")
         conn.execute("DELETE FROM jobq._job WHERE queue = %s", (queue,))
-        bench_sql.vacuum(conn, "jobq._job", FLOOR_TABLE)
-        best.keep("floor", measure("floor: INSERT … unnest", bench_sql.produce_outcome,
-                                   dsn, bench_sql.floor_insert, "", conns, size))
-        best.keep("jobq", measure("jobq: enqueue_many", bench_sql.produce_outcome,
-                                  dsn, bench_sql.jobq_enqueue, queue, conns, size))
+        sql_loops.vacuum(conn, "jobq._job", FLOOR_TABLE)
+        best.keep("floor", measure("floor: INSERT … unnest", sql_loops.produce_outcome,
+                                   dsn, sql_loops.floor_insert, "", conns, size))
+        best.keep("jobq", measure("jobq: enqueue_many", sql_loops.produce_outcome,
+                                  dsn, sql_loops.jobq_enqueue, queue, conns, size))
     conn.execute(f"TRUNCATE {FLOOR_TABLE}")
     conn.execute("DELETE FROM jobq._job WHERE queue = %s", (queue,))
     floor = best.outcomes["floor"].jobs_per_s
@@ -125,11 +125,11 @@ def enqueue_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
             "statistic": statistic_text(config)}
 
 
-def server_ms_per_call(conn: Conn, before: bench_profile.FunctionStats | None) -> dict[str, float] | None:
+def server_ms_per_call(conn: Conn, before: profiling.FunctionStats | None) -> dict[str, float] | None:
     """Server milliseconds per call of jobq.claim and jobq.complete_many
     since ``before`` (None without track_functions): does a claim get
     dearer as consumers are added?"""
-    calls = bench_profile.function_calls_since(conn, before)
+    calls = profiling.function_calls_since(conn, before)
     if not calls:
         return None
     return {name.split("(")[0]: c["total_ms_per_call"] for name, c in calls.items()
@@ -141,8 +141,8 @@ def scaling_section(dsn: str, conn: Conn, config: Config, drain_rate: float) -> 
     naive claim with SKIP LOCKED, interleaved point by point and variant by
     variant, each taking from a full queue during a time window; the best
     of ``config.scaling_repeat`` rounds counts."""
-    queue = bench_sql.QUEUE_PREFIX + "scale"
-    naive_table = f"{bench_sql.BENCH_SCHEMA}.naive_job"
+    queue = sql_loops.QUEUE_PREFIX + "scale"
+    naive_table = f"{sql_loops.BENCH_SCHEMA}.naive_job"
     # Enough jobs that no window runs dry: twice the fastest drain seen so
     # far over a whole window, plus a batch in flight per consumer.
     fastest = max(drain_rate, config.jobs / 10)
@@ -152,13 +152,13 @@ def scaling_section(dsn: str, conn: Conn, config: Config, drain_rate: float) -> 
         for consumers in config.scaling:
             for variant, (loop, _) in SCALING_VARIANTS.items():
                 if variant == "jobq":
-                    bench_sql.top_up_jobq(conn, queue, depth)
-                    bench_sql.vacuum(conn, "jobq._job")
+                    sql_loops.top_up_jobq(conn, queue, depth)
+                    sql_loops.vacuum(conn, "jobq._job")
                 else:
-                    bench_sql.top_up_naive(conn, depth)
-                    bench_sql.vacuum(conn, naive_table)
-                before = bench_profile.function_stats(conn) if variant == "jobq" else None
-                outcome = bench_sql.windowed_outcome(dsn, loop, queue, consumers, batch=config.batch,
+                    sql_loops.top_up_naive(conn, depth)
+                    sql_loops.vacuum(conn, naive_table)
+                before = profiling.function_stats(conn) if variant == "jobq" else None
+                outcome = sql_loops.windowed_outcome(dsn, loop, queue, consumers, batch=config.batch,
                                                      seconds=config.window, warmup=config.warmup)
                 best.keep(f"{variant}_{consumers}", outcome, server_ms_per_call(conn, before))
             rates = ", ".join(f"{variant} {best.rates[f'{variant}_{consumers}'][-1]:,.0f}"

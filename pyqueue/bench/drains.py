@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyqueue import bench_pyqueue, bench_sql
-from pyqueue.bench_config import STEP_TIMEOUT, Config
-from pyqueue.bench_harness import BenchError, Outcome, Signals, Task, progress, ratio
-from pyqueue.bench_throughput import Best, statistic_text
+from pyqueue.bench import sql_loops, worker_loops
+from pyqueue.bench.config import STEP_TIMEOUT, Config
+from pyqueue.bench.harness import BenchError, Outcome, Signals, Task, progress, ratio
+from pyqueue.bench.throughput import Best, statistic_text
 
-Conn = bench_sql.Conn
-SCHEMA = bench_sql.BENCH_SCHEMA
+Conn = sql_loops.Conn
+SCHEMA = sql_loops.BENCH_SCHEMA
 PGMQ_VISIBILITY = "30 seconds"  # the pgmq-style loop's visibility timeout
 # pgmq's read: lock the oldest visible messages, push their visibility time
 # out and count the read, in one statement; the consumer deletes them after.
@@ -59,7 +59,7 @@ SINGLE_ROWS = {  # one connection alone: what each does
 
 def pgmq_drain(task: Task, signals: Signals) -> None:
     """The pgmq-style consumer: read with a visibility timeout, then delete."""
-    with bench_sql.connect(task.dsn) as conn:
+    with sql_loops.connect(task.dsn) as conn:
         signals.ready()
         while not signals.stopped:
             rows = conn.execute(PGMQ_READ, (task.batch,)).fetchall()
@@ -67,20 +67,20 @@ def pgmq_drain(task: Task, signals: Signals) -> None:
                 conn.execute(PGMQ_DELETE, ([r[0] for r in rows],))
                 signals.add(len(rows))
             else:
-                signals.stop.wait(bench_sql.IDLE_WAIT)
+                signals.stop.wait(sql_loops.IDLE_WAIT)
 
 
 def take_drain(task: Task, signals: Signals) -> None:
     """In-transaction consumer: BEGIN; jobq.take(q, n); COMMIT (the ack)."""
-    with bench_sql.connect(task.dsn) as conn:
+    with sql_loops.connect(task.dsn) as conn:
         signals.ready()
         while not signals.stopped:
             with conn.transaction():
-                rows = conn.execute(bench_sql.JOBQ_TAKE, (task.queue, task.batch)).fetchall()
+                rows = conn.execute(sql_loops.JOBQ_TAKE, (task.queue, task.batch)).fetchall()
             if rows:
                 signals.add(len(rows))
             else:
-                signals.stop.wait(bench_sql.IDLE_WAIT)
+                signals.stop.wait(sql_loops.IDLE_WAIT)
 
 
 # --- one measurement -------------------------------------------------------------------
@@ -90,32 +90,32 @@ def fill(conn: Conn, row: str, queue: str, jobs: int) -> None:
     if row in ("floor", "pgmq"):
         table = "floor_job" if row == "floor" else "pgmq_job"
         conn.execute(f"TRUNCATE {SCHEMA}.{table}")
-        bench_sql.prefill_floor(conn, table, jobs)
-        bench_sql.vacuum(conn, f"{SCHEMA}.{table}")
+        sql_loops.prefill_floor(conn, table, jobs)
+        sql_loops.vacuum(conn, f"{SCHEMA}.{table}")
     else:
-        bench_sql.prefill_jobq(conn, queue, jobs)
-        bench_sql.vacuum(conn, "jobq._job")
+        sql_loops.prefill_jobq(conn, queue, jobs)
+        sql_loops.vacuum(conn, "jobq._job")
 
 
 def drain_once(dsn: str, conn: Conn, row: str, workers: int, config: Config, *, jobs: int, queue: str,
-               left: int = 0) -> tuple[Outcome, bench_pyqueue.Drained | None]:
+               left: int = 0) -> tuple[Outcome, worker_loops.Drained | None]:
     """Pre-fill, then time ``workers`` processes of ``row`` taking ``jobs``
     jobs. Returns the outcome (for pyqueue: until acknowledged) and, for
     pyqueue, the whole drain (until the last handler call; its calls)."""
     fill(conn, row, queue, jobs)
     if row.startswith("pyqueue"):
-        drained = bench_pyqueue.worker_drain(dsn, conn, queue, workers, config, jobs=jobs, left=left,
+        drained = worker_loops.worker_drain(dsn, conn, queue, workers, config, jobs=jobs, left=left,
                                              in_transaction=row == "pyqueue_in_txn")
         return drained.acknowledged, drained
     loops: dict[str, Callable[[Task, Signals], None]] = {
-        "floor": bench_sql.floor_drain, "pgmq": pgmq_drain, "jobq_sql": bench_sql.jobq_drain,
-        "jobq_claim_complete": bench_sql.jobq_drain, "jobq_take": take_drain,
+        "floor": sql_loops.floor_drain, "pgmq": pgmq_drain, "jobq_sql": sql_loops.jobq_drain,
+        "jobq_claim_complete": sql_loops.jobq_drain, "jobq_take": take_drain,
     }
-    size = bench_sql.Size(jobs, config.batch, STEP_TIMEOUT)
-    return bench_sql.drain_outcome(dsn, loops[row], queue, workers, size), None
+    size = sql_loops.Size(jobs, config.batch, STEP_TIMEOUT)
+    return sql_loops.drain_outcome(dsn, loops[row], queue, workers, size), None
 
 
-def keep(best: Best, key: str, label: str, measured: tuple[Outcome, bench_pyqueue.Drained | None]) -> None:
+def keep(best: Best, key: str, label: str, measured: tuple[Outcome, worker_loops.Drained | None]) -> None:
     outcome, drained = measured
     best.keep(key, outcome, drained)
     progress(f"{label}: {outcome.jobs_per_s:,.0f} jobs/s")
@@ -129,7 +129,7 @@ def lease_ahead(conn: Conn, queue: str, count: int) -> list[tuple[Any, Any]]:
     held the way workers hold them — claimed, then heart-beaten once (a
     worker beats after a third of the lease), which parks them out of the
     claim index (jobq 0.3)."""
-    bench_sql.prefill_jobq(conn, queue, count)
+    sql_loops.prefill_jobq(conn, queue, count)
     held: list[tuple[Any, Any]] = []
     while len(held) < count:
         rows = conn.execute(HOLD_CLAIM, (queue, min(HOLD_CHUNK, count - len(held)), HOLD_LEASE)).fetchall()
@@ -146,13 +146,13 @@ def release(conn: Conn, held: list[tuple[Any, Any]]) -> None:
     """Complete the held jobs (they leave the queue)."""
     for start in range(0, len(held), HOLD_CHUNK):
         chunk = held[start:start + HOLD_CHUNK]
-        conn.execute(bench_sql.JOBQ_COMPLETE, ([h[0] for h in chunk], [h[1] for h in chunk])).fetchone()
+        conn.execute(sql_loops.JOBQ_COMPLETE, ([h[0] for h in chunk], [h[1] for h in chunk])).fetchone()
 
 
 def leased_round(dsn: str, conn: Conn, config: Config, best: Best) -> None:
     """The jobq rows of the drain at ``config.leased_workers`` processes,
     with ``config.leased_jobs`` long-leased jobs ahead of the ready ones."""
-    queue = f"{bench_sql.QUEUE_PREFIX}drain-leased"
+    queue = f"{sql_loops.QUEUE_PREFIX}drain-leased"
     held = lease_ahead(conn, queue, config.leased_jobs)
     try:
         for row in LEASED_ROWS:
@@ -173,7 +173,7 @@ def entry(best: Best, key: str, floor: float | None = None, **more: Any) -> dict
     if floor is not None:
         found["ratio_to_floor"] = ratio(outcome.jobs_per_s, floor)
     drained = best.extra.get(key)
-    if isinstance(drained, bench_pyqueue.Drained):
+    if isinstance(drained, worker_loops.Drained):
         found["handled_jobs_per_s"] = round(drained.handled.jobs_per_s, 1)
         found.update(call_counts(drained.calls, outcome.jobs))
     return found
@@ -193,14 +193,14 @@ def call_counts(calls: dict[str, Any] | None, jobs: int) -> dict[str, Any]:
 def drain_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
     """Every drain row at every W of ``config.drain_workers``, round by
     round, then the leased-ahead rows; ratios to the floor and pgmq rows."""
-    in_txn = bench_pyqueue.in_transaction_supported()
+    in_txn = worker_loops.in_transaction_supported()
     rows = [row for row in ROWS if row != "pyqueue_in_txn" or in_txn]
     best = Best(config.statistic)
     for round_number in range(1, config.repeat + 1):
         progress(f"drain of {config.drain_jobs:,} pre-filled jobs, round {round_number} of {config.repeat}")
         for workers in config.drain_workers:
             for row in rows:
-                queue = f"{bench_sql.QUEUE_PREFIX}drain-{row}-{workers}"
+                queue = f"{sql_loops.QUEUE_PREFIX}drain-{row}-{workers}"
                 measured = drain_once(dsn, conn, row, workers, config, jobs=config.drain_jobs, queue=queue)
                 keep(best, f"{row}_{workers}", f"drain, {row}, W={workers}", measured)
         if config.leased_jobs > 0:
@@ -243,7 +243,7 @@ def single_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
         progress(f"one connection, {config.single_jobs:,} pre-filled jobs, round {round_number} "
                  f"of {config.repeat}")
         for row in SINGLE_ROWS:
-            queue = f"{bench_sql.QUEUE_PREFIX}single-{row}"
+            queue = f"{sql_loops.QUEUE_PREFIX}single-{row}"
             measured = drain_once(dsn, conn, row, 1, config, jobs=config.single_jobs, queue=queue)
             keep(best, row, f"one connection, {row}", measured)
     floor = best.outcomes["floor"].jobs_per_s

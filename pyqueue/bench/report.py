@@ -1,5 +1,5 @@
 """What ``pyqueue bench`` prints: the results tables and the goals of
-issue 11 met or not; and the JSON file. The chart is ``bench_chart``."""
+issue 11 met or not; and the JSON file. The chart is ``bench.chart``."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ POLL_INTERVAL = 0.002  # seconds between the parent's looks at the counters
 READY_TIMEOUT = 60.0  # seconds for every driver to connect
 JOIN_TIMEOUT = 10.0  # seconds a driver gets to finish after stop, before SIGTERM
 # Imported once by the fork server, so that each driver process starts warm.
-PRELOAD = ["psycopg", "pyqueue", "pyqueue.bench_sql", "pyqueue.bench_pyqueue"]
+PRELOAD = ["psycopg", "pyqueue", "pyqueue.bench.sql_loops", "pyqueue.bench.worker_loops"]
 
 
 def progress(message: str) -> None:

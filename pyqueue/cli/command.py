@@ -1,7 +1,7 @@
 """What a ``pyqueue`` subcommand is, and what subcommands share: where the
 database connection comes from and how failures are reported.
 
-A subcommand module defines a ``Command`` and ``pyqueue.cli`` lists it.
+A subcommand module defines its ``Command`` and ``pyqueue.cli`` lists it.
 Exit codes: 0 done, 1 failed (no connection, database error, nothing to act
 on), 2 refused (bad arguments, a jobq error such as an invalid queue name,
 an impossible install or upgrade).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,37 @@ class Command:
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     dsn_option: bool = True
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser, given its arguments only when that subcommand
+    is chosen (or its help shown): building the command line imports none of
+    the other subcommands' machinery (``pyqueue worker`` never loads the
+    benchmarks)."""
+
+    def __init__(self, *args: Any, configure: Callable[[argparse.ArgumentParser], None] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._configure = configure
+
+    def _configured(self) -> None:
+        if self._configure is not None:
+            configure, self._configure = self._configure, None
+            configure(self)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._configured()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self) -> str:
+        self._configured()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._configured()
+        return super().format_help()
 
 
 class CommandError(Exception):

@@ -22,9 +22,9 @@ from typing import Any, cast
 from psycopg.types.json import Jsonb
 
 import pyqueue
-from pyqueue import bench_profile, bench_sql
-from pyqueue.bench_config import STEP_TIMEOUT, Config
-from pyqueue.bench_harness import BenchError, Outcome, Role, Run, Signals, Task, progress
+from pyqueue.bench import profiling, sql_loops
+from pyqueue.bench.config import STEP_TIMEOUT, Config
+from pyqueue.bench.harness import BenchError, Outcome, Role, Run, Signals, Task, progress
 
 ACK_POLL = 0.005  # seconds between looks for the last acknowledgements
 LATENCY_SETTLE = 1.0  # seconds idle workers get to connect and LISTEN before the first job
@@ -34,7 +34,7 @@ LATENCY_SEED = 6  # of the interval jitter, so runs send at the same moments
 SOAK_LOAD = 0.8  # fraction of the measured maximum the soak producer offers
 SOAK_QUOTA_MARGIN = 2.0  # the soak producer may offer up to this many times its planned jobs
 
-Conn = bench_sql.Conn
+Conn = sql_loops.Conn
 
 
 # --- driver loops (run in their own processes) ------------------------------------------------
@@ -85,13 +85,13 @@ def latency_worker(task: Task, signals: Signals) -> None:
 
 def pyqueue_producer(task: Task, signals: Signals) -> None:
     """pyqueue.enqueue_many in batches, as fast as it can or at task.rate jobs/s."""
-    with bench_sql.connect(task.dsn) as conn:
+    with sql_loops.connect(task.dsn) as conn:
         signals.ready()
         done = 0
         started = time.perf_counter()
         while done < task.quota and not signals.stopped:
             size = min(task.batch, task.quota - done)
-            pyqueue.enqueue_many(conn, task.queue, [bench_sql.payload(done + k) for k in range(size)])
+            pyqueue.enqueue_many(conn, task.queue, [sql_loops.payload(done + k) for k in range(size)])
             done += size
             signals.add(size)
             if task.rate > 0:
@@ -103,27 +103,27 @@ def pyqueue_producer(task: Task, signals: Signals) -> None:
 def floor_listener(task: Task, signals: Signals) -> None:
     """The floor queue's idle worker: LISTEN, and on each notification take
     jobs one by one with DELETE … SKIP LOCKED, reporting when it got which."""
-    with bench_sql.listening(bench_sql.connect(task.dsn), bench_sql.FLOOR_CHANNEL) as conn:
+    with sql_loops.listening(sql_loops.connect(task.dsn), sql_loops.FLOOR_CHANNEL) as conn:
         signals.ready()
         while not signals.stopped:
-            while rows := conn.execute(bench_sql.FLOOR_DRAIN, (1,)).fetchall():
+            while rows := conn.execute(sql_loops.FLOOR_DRAIN, (1,)).fetchall():
                 signals.sample((int(rows[0][1]["n"]), time.time()))
                 signals.add(1)
-            bench_sql.wait_for_work(conn)
+            sql_loops.wait_for_work(conn)
 
 
 def jobq_listener(task: Task, signals: Signals) -> None:
     """jobq's idle worker by hand, without pyqueue: LISTEN jobq, and on each
     notification jobq.claim(queue, 1) until empty, reporting when it got
     which job, completing each right after."""
-    with bench_sql.listening(bench_sql.connect(task.dsn), bench_sql.JOBQ_CHANNEL) as conn:
+    with sql_loops.listening(sql_loops.connect(task.dsn), sql_loops.JOBQ_CHANNEL) as conn:
         signals.ready()
         while not signals.stopped:
-            while rows := conn.execute(bench_sql.JOBQ_CLAIM, (task.queue, 1, task.worker)).fetchall():
+            while rows := conn.execute(sql_loops.JOBQ_CLAIM, (task.queue, 1, task.worker)).fetchall():
                 signals.sample((int(rows[0][2]["n"]), time.time()))
                 signals.add(1)
-                conn.execute(bench_sql.JOBQ_COMPLETE, ([rows[0][0]], [rows[0][1]])).fetchone()
-            bench_sql.wait_for_work(conn)
+                conn.execute(sql_loops.JOBQ_COMPLETE, ([rows[0][0]], [rows[0][1]])).fetchone()
+            sql_loops.wait_for_work(conn)
 
 
 # --- draining a pre-filled queue ----------------------------------------------------------
@@ -161,12 +161,12 @@ def worker_drain(dsn: str, conn: Conn, queue: str, workers: int, config: Config,
     ``left`` jobs (ones leased by someone else) remain."""
     options = {"in_transaction": True} if in_transaction else {}
     role = Role(pyqueue_worker, worker_tasks(dsn, queue, workers, config, **options))
-    before = bench_profile.function_stats(conn)
+    before = profiling.function_stats(conn)
     with Run([role], timeout=STEP_TIMEOUT) as run:
         handled = run.until_count(jobs)
         wait_until_acknowledged(conn, queue, run.started_at + STEP_TIMEOUT, left)
         acknowledged = Outcome(jobs, time.perf_counter() - run.started_at)
-    return Drained(handled, acknowledged, bench_profile.function_calls_since(conn, before))
+    return Drained(handled, acknowledged, profiling.function_calls_since(conn, before))
 
 
 # --- pickup latency --------------------------------------------------------------------
@@ -240,8 +240,8 @@ def latency_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
     the floor queue (INSERT + NOTIFY; LISTEN + DELETE … SKIP LOCKED); and
     jobq by hand (jobq.enqueue; LISTEN + jobq.claim(q, 1)). The samples are
     sent in ``config.repeat`` interleaved rounds and pooled."""
-    queue = f"{bench_sql.QUEUE_PREFIX}latency"
-    sql_queue = f"{bench_sql.QUEUE_PREFIX}latency-sql"
+    queue = f"{sql_loops.QUEUE_PREFIX}latency"
+    sql_queue = f"{sql_loops.QUEUE_PREFIX}latency-sql"
     options = {"concurrency": config.worker_concurrency, "use_listen": True,
                "poll_interval": LATENCY_POLL_INTERVAL}
     workers = range(1, config.latency_workers + 1)
@@ -250,7 +250,7 @@ def latency_section(dsn: str, conn: Conn, config: Config) -> dict[str, Any]:
                                           for k in workers]),
                     lambda k: pyqueue.enqueue(conn, queue, {"n": k})),
         "floor": (Role(floor_listener, [Task(dsn, "", 1, f"floor-listener-{k}") for k in workers]),
-                  lambda k: conn.execute(bench_sql.FLOOR_ENQUEUE_ONE, (Jsonb({"n": k}),))),
+                  lambda k: conn.execute(sql_loops.FLOOR_ENQUEUE_ONE, (Jsonb({"n": k}),))),
         "jobq_sql": (Role(jobq_listener, [Task(dsn, sql_queue, 1, f"sql-listener-{k}") for k in workers]),
                      lambda k: conn.execute("SELECT jobq.enqueue(%s, %s)", (sql_queue, Jsonb({"n": k})))),
     }
@@ -310,8 +310,8 @@ def soak_section(dsn: str, conn: Conn, config: Config, worker_rates: dict[int, f
     maximum = worker_rates[workers]
     rate = maximum * SOAK_LOAD
     duration = config.soak_minutes * 60
-    queue = f"{bench_sql.QUEUE_PREFIX}soak"
-    bench_sql.vacuum(conn, "jobq._job")
+    queue = f"{sql_loops.QUEUE_PREFIX}soak"
+    sql_loops.vacuum(conn, "jobq._job")
     producer = Role(pyqueue_producer, [Task(dsn, queue, config.batch, "producer",
                                             quota=int(rate * duration * SOAK_QUOTA_MARGIN) + 1, rate=rate)],
                     counted=False)

@@ -1,0 +1,17 @@
+"""``pyqueue bench`` (also ``python -m pyqueue.bench``, ``make bench``): how
+fast jobq is, as ratios to the floor of a plain Postgres queue measured in
+the same run on the same server.
+
+Nothing outside this package imports it except ``pyqueue bench``, and only
+when that subcommand runs: ``import pyqueue`` and a running worker never
+load it (``tests/test_layout.py`` checks).
+
+- ``suite``: the command's options and one whole run, section by section;
+- ``config``: the sizes of a full run and of ``--quick``;
+- ``harness``: driver loops in separate processes, started together, counted;
+- ``sql_loops``: the floor, jobq through SQL alone, the naive ``FOR UPDATE`` queue;
+- ``worker_loops``: ``pyqueue.Worker`` processes, pickup latency, the soak;
+- ``drains``, ``throughput``: the drain rows; producers and scaling;
+- ``profiling``: each statement timed alone, and the plan ``jobq.claim`` uses;
+- ``report``, ``chart``: the printed tables and JSON; the PNG chart (matplotlib).
+"""

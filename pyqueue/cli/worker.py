@@ -1,0 +1,146 @@
+"""``pyqueue worker MODULE:ATTR``: import the handler (or a configured
+``pyqueue.Worker``), check the database, log a startup line and run until
+SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from datetime import timedelta
+from typing import Any
+
+import pyqueue
+from pyqueue import defaults, schema
+from pyqueue.cli.arguments import delay_seconds, positive_int, positive_seconds
+from pyqueue.cli.command import EXIT_OK, EXIT_REFUSED, Command, CommandError, connect_dsn, resolve_dsn
+from pyqueue.cli.install import package_version
+
+WORKER_OPTIONS = ("concurrency", "batch_size", "lease", "poll_interval", "name", "shutdown_timeout")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_worker(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="MODULE:ATTR",
+                        help="a pyqueue.Worker instance (run as configured), or a handler function "
+                        "taking a pyqueue.Job, registered for every --queue; MODULE is imported from "
+                        "--app-dir (the current directory by default), e.g. myapp.jobs:send_email "
+                        "for ./myapp/jobs.py")
+    parser.add_argument("--app-dir", default=".", metavar="DIR",
+                        help="directory to import MODULE from: put first on sys.path (default: the "
+                        "current directory)")
+    parser.add_argument("--queue", "-q", dest="queues", action="append", default=[], metavar="Q",
+                        help="queue to work on (repeat for several); required with a handler function")
+    parser.add_argument("--concurrency", type=positive_int, metavar="N",
+                        help=f"jobs handled at once, one thread each (default {defaults.CONCURRENCY})")
+    parser.add_argument("--batch-size", type=positive_int, metavar="N",
+                        help=f"jobs claimed per round trip (default {defaults.BATCH_SIZE})")
+    parser.add_argument("--lease", type=positive_seconds, metavar="SECONDS",
+                        help="lease per claimed job (default: the queue's setting)")
+    parser.add_argument("--poll-interval", type=positive_seconds, metavar="SECONDS",
+                        help="how often to look for jobs when no notification comes "
+                        f"(default {defaults.POLL_INTERVAL:g})")
+    parser.add_argument("--no-listen", action="store_true",
+                        help="poll only, without LISTEN/NOTIFY (e.g. behind PgBouncer in transaction mode)")
+    parser.add_argument("--name", metavar="NAME",
+                        help="worker name recorded on claimed jobs (default host:pid)")
+    parser.add_argument("--shutdown-timeout", type=delay_seconds, metavar="SECONDS",
+                        help="after SIGTERM or Ctrl-C, how long running jobs may take to finish; then "
+                        "they are failed (the attempt counts), jobs not started are released, and the "
+                        f"worker exits (default {defaults.SHUTDOWN_TIMEOUT:g})")
+    parser.add_argument("--no-schedules", action="store_true",
+                        help="do not run the periodic jobs scheduled for workers (jobq.every with "
+                        "runner 'workers'); by default every worker runs them, each tick once")
+    parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS,
+                        help="what the worker logs on stderr: a startup line, shutdown and reconnections "
+                        "at INFO/WARNING, failed and dead jobs (with their traceback) at ERROR "
+                        "(default INFO)")
+
+
+def load_target(spec: str, app_dir: str = ".") -> object:
+    """The object named by MODULE:ATTR (ATTR may be dotted), importing
+    MODULE with ``app_dir`` first on sys.path."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise CommandError(f"expected MODULE:ATTR, got {spec!r}", exit_code=EXIT_REFUSED,
+                           hint="For example: pyqueue worker myapp.tasks:send_email --queue emails")
+    directory = os.path.abspath(app_dir)
+    if not os.path.isdir(directory):
+        raise CommandError(f"--app-dir {app_dir}: no such directory", exit_code=EXIT_REFUSED)
+    if directory in sys.path:
+        sys.path.remove(directory)
+    sys.path.insert(0, directory)
+    try:
+        found: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        path = os.path.join(directory, *module_name.split("."))
+        raise CommandError(
+            f"cannot import {module_name} (looked for {path}.py or {path}/__init__.py, "
+            f"and installed packages): {exc}", exit_code=EXIT_REFUSED,
+            hint=f"MODULE is imported from {directory} (--app-dir, default the current directory); "
+            "run from your project's root or pass --app-dir.") from exc
+    for part in attr.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError as exc:
+            raise CommandError(f"{module_name} has no attribute {attr}", exit_code=EXIT_REFUSED) from exc
+    return found
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    target = load_target(args.target, args.app_dir)
+    dsn, source = resolve_dsn(args)
+    options: dict[str, Any] = {name: getattr(args, name) for name in WORKER_OPTIONS
+                               if getattr(args, name) is not None}
+    if args.lease is not None:
+        options["lease"] = timedelta(seconds=args.lease)
+    if args.no_listen:
+        options["use_listen"] = False
+    if args.no_schedules:
+        options["run_schedules"] = False
+    if isinstance(target, pyqueue.Worker):
+        if args.queues or options or getattr(args, "dsn", None):
+            raise CommandError(
+                f"{args.target} is a configured Worker: --queue, --dsn and the worker options apply to "
+                "handler functions only", exit_code=EXIT_REFUSED,
+                hint="Set them where the Worker is created, or point at a handler function.")
+        worker, source = target, f"the Worker {args.target}"
+    elif callable(target):
+        if not args.queues:
+            raise CommandError(f"{args.target} is a handler function: name its queues with --queue",
+                               exit_code=EXIT_REFUSED)
+        worker = pyqueue.Worker(dsn, **options)
+        for queue in args.queues:
+            worker.register(queue, target)
+    else:
+        raise CommandError(f"{args.target} is neither a pyqueue.Worker nor callable", exit_code=EXIT_REFUSED)
+    with connect_dsn(worker.dsn, source) as conn:  # fail fast and clearly, before starting threads
+        version = schema.installed_version(conn)
+        if version is None:
+            raise CommandError("jobq is not installed in this database", exit_code=EXIT_REFUSED,
+                               hint="Run `pyqueue install` first.")
+        info = conn.info
+        database = f"host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
+    logging.getLogger("pyqueue.worker").info(
+        "pyqueue worker starting: queues %s; concurrency %d; batch size %d; database %s; "
+        "jobq %s installed; pyqueue %s", ", ".join(worker.queues), worker.concurrency, worker.batch_size,
+        database, version, package_version())
+    worker.run(handle_signals=True)
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "worker", "run a worker until SIGTERM or Ctrl-C",
+    "Run jobs with a handler: MODULE:ATTR names either a pyqueue.Worker instance, run as "
+    "configured, or a function taking a pyqueue.Job, registered for every --queue. A handler "
+    "that returns completes its job; one that raises fails it (retried with backoff, then "
+    "dead-lettered). It logs a startup line (queues, settings, database, versions) and a line "
+    "per job that goes dead. SIGTERM or Ctrl-C stops claiming, lets running jobs finish for up to "
+    "--shutdown-timeout seconds (then fails them), releases the jobs not started and exits 0. "
+    "Workers also run the periodic jobs scheduled with runner 'workers' (jobq 0.4).",
+    configure_worker, run_worker,
+)
