@@ -11,12 +11,11 @@ const HEARTBEAT_MS = setting('JOBQ_HEARTBEAT_SECONDS', 60) * 1000; // extends a 
 const LEASE = process.env.JOBQ_LEASE ?? null; // e.g. '2 minutes'; null: the queue's lease
 const name = `node-${process.pid}`;
 const log = (message) => console.log(`${new Date().toISOString()} ${name} ${message}`);
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// The work: replace with yours. Throw to fail the job (jobq retries it with backoff).
+// The work: replace with your async function. Throw to fail the job (jobq retries it with backoff).
 // This one obeys its payload: {"sleep_ms": 500} takes that long, {"fail_once": true} fails its first attempt.
 async function handle(job) {
-  if (job.payload.sleep_ms) await sleep(job.payload.sleep_ms);
+  if (job.payload.sleep_ms) await new Promise((resolve) => setTimeout(resolve, job.payload.sleep_ms));
   if (job.payload.fail_once && job.attempts === 1) throw new Error('failing the first attempt, as asked');
 }
 
@@ -26,29 +25,23 @@ let stopping = false; // SIGTERM/SIGINT: finish the job in hand, hand back the r
 let notified = false; // a NOTIFY for our queues came since the last claim
 let wake = () => {};
 
-// A lease that is lost (it expired, and jobq gave the job back to the queue or to another worker)
-// makes complete/fail/heartbeat return false and change nothing: say so and carry on.
+// A lost lease (it expired; jobq gave the job back to the queue or to another worker) makes
+// complete, fail and heartbeat return false and change nothing: say so and carry on.
 const lost = (job, what) => log(`lease lost on job ${job.id} (${what} returned false); moving on`);
 
 async function run(job) {
   const beat = setInterval(async () => {
-    if (!(await one('SELECT jobq.heartbeat($1, $2) AS ok', [job.id, job.lease_token])).ok) lost(job, 'heartbeat');
+    const { ok } = await one('SELECT jobq.heartbeat($1, $2) AS ok', [job.id, job.lease_token]);
+    if (!ok) lost(job, 'heartbeat');
   }, HEARTBEAT_MS);
-  let error = null;
-  try {
-    await handle(job);
-  } catch (err) {
-    error = err;
-  } finally {
-    clearInterval(beat);
-  }
+  const error = await handle(job).then(() => null, (err) => (err instanceof Error ? err : new Error(err)));
+  clearInterval(beat);
   if (error === null) {
     const { ok } = await one('SELECT jobq.complete($1, $2) AS ok', [job.id, job.lease_token]);
     if (ok) log(`completed job ${job.id}`); else lost(job, 'complete');
-  } else {
-    const text = String(error?.stack ?? error); // jobq keeps it as the job's last_error
-    const { ok } = await one('SELECT jobq.fail($1, $2, $3) AS ok', [job.id, text, job.lease_token]);
-    if (ok) log(`failed job ${job.id} (attempt ${job.attempts}): ${error?.message ?? error}`); else lost(job, 'fail');
+  } else { // jobq keeps the text as the job's last_error and retries the job after a backoff
+    const { ok } = await one('SELECT jobq.fail($1, $2, $3) AS ok', [job.id, error.stack, job.lease_token]);
+    if (ok) log(`failed job ${job.id} (attempt ${job.attempts}): ${error.message}`); else lost(job, 'fail');
   }
 }
 
@@ -64,9 +57,8 @@ function nap(ms) {
 db.on('notification', ({ payload }) => { // jobq's NOTIFY payload is the queue's name
   if (queues.includes(payload)) { notified = true; wake('notify'); }
 });
-for (const signal of ['SIGTERM', 'SIGINT']) {
-  process.on(signal, () => { log(`${signal}: stopping after the job in hand`); stopping = true; wake('stop'); });
-}
+const stop = (signal) => { log(`${signal}: stopping after the job in hand`); stopping = true; wake('stop'); };
+process.on('SIGTERM', stop).on('SIGINT', stop);
 
 await db.connect();
 await db.query('LISTEN jobq');
@@ -75,7 +67,8 @@ let idle = false;
 while (!stopping) {
   notified = false;
   // A JS array arrives as an array literal ('{a,b}'): jobq claims across those queues.
-  const jobs = (await db.query('SELECT * FROM jobq.claim($1, $2, $3, $4)', [queues, BATCH, name, LEASE])).rows;
+  const claimed = await db.query('SELECT * FROM jobq.claim($1, $2, $3, $4)', [queues, BATCH, name, LEASE]);
+  const jobs = claimed.rows;
   for (const [i, job] of jobs.entries()) {
     if (stopping) { // never started: give them back without spending an attempt
       for (const rest of jobs.slice(i)) await one('SELECT jobq.release($1, $2)', [rest.id, rest.lease_token]);
@@ -87,7 +80,9 @@ while (!stopping) {
   if (jobs.length > 0) { idle = false; continue; }
   if (!idle) log(`idle: waiting for NOTIFY, polling every ${POLL_MS / 1000} s`);
   idle = true;
-  if ((await nap(POLL_MS)) === 'notify') log('woken by NOTIFY');
+  const why = await nap(POLL_MS);
+  if (why === 'notify') log('woken by NOTIFY');
+  if (why === 'poll') await db.query('SELECT jobq.reap()'); // expired leases back to the queue (as pg_cron)
 }
 await db.end();
 log('stopped');

@@ -90,6 +90,7 @@ while ! $stopping; do
             empty=$(sql "SELECT jobq.next_run_at(ARRAY[:'queue']) IS NULL" -v queue="$queue")
             if [[ $empty == t ]]; then log "queue $queue is empty"; break; fi
         fi
+        sql "SELECT jobq.reap()" >/dev/null # expired leases back to the queue (as pg_cron does)
         sleep "$poll" &
         wait $! || kill $! 2>/dev/null || true # a signal ends the wait at once (the trap runs)
     fi
