@@ -31,6 +31,9 @@ The rules, all read from the catalog so that nothing here goes stale:
 - Raises: the codes in ``ERRCODE = 'JQ...'`` of the function's own body and
   of every ``jobq.name(...)`` it calls, transitively (comments and string
   literals are not calls).
+- Order: groups as listed, names alphabetically, overloads in the order the
+  install script creates them; no timestamp, nothing from the server but the
+  catalog, so the output changes only when the schema or pyqueue.errors does.
 
 It fails, naming each problem, when a public object has no comment, a public
 function no jobq role may call, a code is raised with no Python class (or a
@@ -66,8 +69,8 @@ GROUPS = {  # slug: (title, what the group holds), in the reference's order
     "operator": ("Operator", f"Functions only `{ADMIN}` may call: inspecting and steering queues and jobs."),
     "periodic": ("Periodic jobs", "Functions that use the periodic-job table, `jobq._periodic`, or its "
                                   "helpers."),
-    "maintenance": ("Maintenance", "Functions that manage jobq's pg_cron jobs, and the functions those "
-                                   "jobs run."),
+    "maintenance": ("Maintenance", "Functions that manage pg_cron jobs (other than periodic jobs), and "
+                                   "the functions those jobs run."),
     "any": ("Any role", f"Functions both `{PRODUCER}` and `{WORKER}` may call."),
 }
 
@@ -223,7 +226,7 @@ SELECT p.oid::int8, p.proname, pg_catalog.pg_get_function_identity_arguments(p.o
              WHERE pg_catalog.has_function_privilege(r, p.oid, 'EXECUTE') ORDER BY r)
 FROM pg_catalog.pg_proc AS p
 WHERE p.pronamespace = 'jobq'::regnamespace
-ORDER BY p.proname, 3
+ORDER BY p.proname, p.oid  -- overloads in the order the install script creates them
 """
 RELATIONS_SQL = """
 SELECT c.oid::int8, c.relname,
