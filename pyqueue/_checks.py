@@ -24,7 +24,14 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from pyqueue.errors import InvalidArgument, InvalidPayload, InvalidTime, MissingLease
+from pyqueue.errors import (
+    InvalidArgument,
+    InvalidBatchSize,
+    InvalidPayload,
+    InvalidQueueName,
+    InvalidTime,
+    MissingLease,
+)
 
 INT16 = 16
 INT32 = 32
@@ -247,3 +254,12 @@ def real(value: object, name: str, error: type[InvalidArgument]) -> float | None
         raise refuse(error, f"{name} must be a finite number, got {value!r}",
                      f"Pass {name} as a finite float.")
     return float(value)
+
+
+def batch_size(n: object, name: str = "n") -> int | None:
+    """A batch size (claim, take, reap): an int of the SQL integer range."""
+    return integer(n, name, InvalidBatchSize)
+
+
+def queue_name(queue: object) -> str | None:
+    return text(queue, "queue", InvalidQueueName)

@@ -8,19 +8,22 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import ascalar, scalar
-from pyqueue.errors import translate_errors
+from pyqueue import _statements as s
+from pyqueue._db import Statement, arun, run
 
 logger = logging.getLogger(__name__)
 
 ConnectionSource = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 AsyncConnectionSource = Callable[[], AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]]
+CM = TypeVar("CM")  # how a job gets its connection: a sync or an async context manager
+A = TypeVar("A", bound="Acknowledger")  # the worker's batch that acknowledges it
+J = TypeVar("J", bound="LeasedJob[Any, Any]")
 
 
 @dataclass
@@ -148,8 +151,68 @@ class AsyncAcknowledger(Acknowledger, Protocol):
     async def after_ack(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Owed:
+    """What leaving ``with job:`` owes an unacknowledged job: its completion,
+    or its failure with the traceback text."""
+
+    job: JobRecord
+    error: str | None  # None: the job completes
+
+    def statement(self) -> Statement[bool]:
+        if self.error is None:
+            return s.complete(self.job.id, self.job.lease_token)
+        return s.fail(self.job.id, self.job.lease_token, self.error)
+
+    def hand_to(self, acker: Acknowledger) -> None:
+        """Leave it to a worker's batch instead."""
+        if self.error is None:
+            acker.complete_later(self.job)
+        else:
+            acker.fail_later(self.job, self.error)
+
+
 @dataclass
-class Job(JobRecord):
+class LeasedJob(JobRecord, Generic[CM, A]):
+    """What a claimed job holds, sync or async (private): where its
+    connection comes from (``CM``: a context manager giving it) and the
+    worker's batch that acknowledges it (``A``), if any."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._connect: Callable[[], CM] | None = None
+        self._acker: A | None = None
+
+    @classmethod
+    def _claimed(cls: type[J], row: q.ClaimedRow, connect: Callable[[], Any], acker: Any = None) -> J:
+        job = cls(**row.fields)
+        job._lease_seconds = row.lease_seconds
+        job._connect, job._acker = connect, acker
+        return job
+
+    def _connection(self) -> CM:
+        if self._connect is None:
+            raise RuntimeError(f"job {self.id} has no connection: it was not claimed through pyqueue")
+        return self._connect()
+
+    def _acknowledged_by(self, done: bool) -> bool:
+        self._mark_acknowledged()
+        return done
+
+    def _still_held(self, alive: bool) -> bool:
+        if not alive:
+            self._lease_lost = True
+        return alive
+
+    def _owed(self, exc: BaseException | None) -> Owed | None:
+        """What leaving ``with job:`` still owes (None: it was acknowledged)."""
+        if self._acknowledged:
+            return None
+        return Owed(self, None if exc is None else q.format_error(exc))
+
+
+@dataclass
+class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], Acknowledger]):
     """A job claimed on a sync connection.
 
     ``complete()``, ``fail()``, ``heartbeat()``, ``release()`` and ``snooze()`` run at once
@@ -163,70 +226,34 @@ class Job(JobRecord):
     Jobs from a worker (``pyqueue.listen``) complete in batches.
     """
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._connect: ConnectionSource | None = None
-        self._acker: Acknowledger | None = None
-
-    @classmethod
-    def _claimed(
-        cls,
-        row: q.ClaimedRow,
-        connect: ConnectionSource,
-        acker: Acknowledger | None = None,
-    ) -> Job:
-        job = cls(**row.fields)
-        job._lease_seconds = row.lease_seconds
-        job._connect = connect
-        job._acker = acker
-        return job
-
-    def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
-        if self._connect is None:
-            raise RuntimeError(f"job {self.id} has no connection: it was not claimed through pyqueue")
-        return self._connect()
+    def _send(self, statement: Statement[bool]) -> bool:
+        with self._connection() as conn:
+            return run(conn, statement)
 
     def complete(self) -> bool:
         """Acknowledge success; False when the lease was lost (nothing changes)."""
-        with self._connection() as conn, translate_errors():
-            done = scalar(conn, q.COMPLETE, (self.id, self.lease_token))
-        self._mark_acknowledged()
-        return bool(done)
+        return self._acknowledged_by(self._send(s.complete(self.id, self.lease_token)))
 
     def fail(self, error: str, *, retry_at: datetime | None = None) -> bool:
         """Record a failed attempt: retry after backoff (or at ``retry_at``), or
         dead-letter when out of attempts. False when the lease was lost."""
-        params = q.fail_params(self.id, self.lease_token, error, retry_at)
-        with self._connection() as conn, translate_errors():
-            done = scalar(conn, q.FAIL, params)
-        self._mark_acknowledged()
-        return bool(done)
+        statement = s.fail(self.id, self.lease_token, error, retry_at=retry_at)
+        return self._acknowledged_by(self._send(statement))
 
     def heartbeat(self, extend: timedelta | None = None) -> bool:
         """Extend the lease to now + ``extend`` (default: the queue's lease);
         False when the lease was lost."""
-        params = q.heartbeat_params(self.id, self.lease_token, extend)
-        with self._connection() as conn, translate_errors():
-            alive = scalar(conn, q.HEARTBEAT, params)
-        if not alive:
-            self._lease_lost = True
-        return bool(alive)
+        return self._still_held(self._send(s.heartbeat(self.id, self.lease_token, extend)))
 
     def release(self) -> bool:
         """Give the job back unstarted: ready again, no attempt spent."""
-        with self._connection() as conn, translate_errors():
-            done = scalar(conn, q.RELEASE, (self.id, self.lease_token))
-        self._mark_acknowledged()
-        return bool(done)
+        return self._acknowledged_by(self._send(s.release(self.id, self.lease_token)))
 
     def snooze(self, delay: timedelta | float | None = None, *, run_at: datetime | None = None) -> bool:
         """Put the job back until now + ``delay`` (or ``run_at``) without spending
         an attempt: not a failure, "not yet" (jobq 0.2). False when the lease was lost."""
-        params = q.snooze_params(self.id, self.lease_token, delay, run_at)
-        with self._connection() as conn, translate_errors():
-            done = scalar(conn, q.SNOOZE, params)
-        self._mark_acknowledged()
-        return bool(done)
+        statement = s.snooze(self.id, self.lease_token, delay, run_at=run_at)
+        return self._acknowledged_by(self._send(statement))
 
     def __enter__(self) -> Job:
         return self
@@ -237,23 +264,21 @@ class Job(JobRecord):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if exc is None:
-            if not self._acknowledged:
-                if self._acker is not None:
-                    self._acker.complete_later(self)
-                else:
-                    self.complete()
-            return False
-        if not self._acknowledged:
-            error = q.format_error(exc)
+        if (owed := self._owed(exc)) is not None:
             if self._acker is not None:
-                self._acker.fail_later(self, error)
+                owed.hand_to(self._acker)
             else:
-                self.fail(error)
-        if isinstance(exc, Exception):
-            _log_failure(self, exc)
-            return True
-        return False
+                self._acknowledged_by(self._send(owed.statement()))
+        return _swallowed(self, exc)
+
+
+def _swallowed(job: JobRecord, exc: BaseException | None) -> bool:
+    """Whether leaving ``with job:`` swallows the exception: an ``Exception``
+    is logged and swallowed; KeyboardInterrupt and SystemExit propagate."""
+    if isinstance(exc, Exception):
+        _log_failure(job, exc)
+        return True
+    return False
 
 
 def _log_failure(job: JobRecord, exc: BaseException) -> None:
@@ -279,78 +304,37 @@ def log_failed(job: JobRecord | Any, error: str, exc: BaseException | None = Non
 
 
 @dataclass
-class AsyncJob(JobRecord):
+class AsyncJob(LeasedJob[AbstractAsyncContextManager[psycopg.AsyncConnection[Any]], AsyncAcknowledger]):
     """A job claimed on an asyncio connection: the twin of :class:`Job`, with
     awaitable ``complete()``, ``fail()``, ``heartbeat()`` and ``release()``,
     and ``async with job:`` as the unit of work (same rules as ``with job:``).
     """
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._connect: AsyncConnectionSource | None = None
-        self._acker: AsyncAcknowledger | None = None
-
-    @classmethod
-    def _claimed(
-        cls,
-        row: q.ClaimedRow,
-        connect: AsyncConnectionSource,
-        acker: AsyncAcknowledger | None = None,
-    ) -> AsyncJob:
-        job = cls(**row.fields)
-        job._lease_seconds = row.lease_seconds
-        job._connect = connect
-        job._acker = acker
-        return job
-
-    def _connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
-        if self._connect is None:
-            raise RuntimeError(f"job {self.id} has no connection: it was not claimed through pyqueue")
-        return self._connect()
+    async def _send(self, statement: Statement[bool]) -> bool:
+        async with self._connection() as conn:
+            return await arun(conn, statement)
 
     async def complete(self) -> bool:
         """Acknowledge success; False when the lease was lost (nothing changes)."""
-        async with self._connection() as conn:
-            with translate_errors():
-                done = await ascalar(conn, q.COMPLETE, (self.id, self.lease_token))
-        self._mark_acknowledged()
-        return bool(done)
+        return self._acknowledged_by(await self._send(s.complete(self.id, self.lease_token)))
 
     async def fail(self, error: str, *, retry_at: datetime | None = None) -> bool:
         """Record a failed attempt (see :meth:`Job.fail`)."""
-        params = q.fail_params(self.id, self.lease_token, error, retry_at)
-        async with self._connection() as conn:
-            with translate_errors():
-                done = await ascalar(conn, q.FAIL, params)
-        self._mark_acknowledged()
-        return bool(done)
+        statement = s.fail(self.id, self.lease_token, error, retry_at=retry_at)
+        return self._acknowledged_by(await self._send(statement))
 
     async def heartbeat(self, extend: timedelta | None = None) -> bool:
         """Extend the lease (see :meth:`Job.heartbeat`)."""
-        params = q.heartbeat_params(self.id, self.lease_token, extend)
-        async with self._connection() as conn:
-            with translate_errors():
-                alive = await ascalar(conn, q.HEARTBEAT, params)
-        if not alive:
-            self._lease_lost = True
-        return bool(alive)
+        return self._still_held(await self._send(s.heartbeat(self.id, self.lease_token, extend)))
 
     async def release(self) -> bool:
         """Give the job back unstarted: ready again, no attempt spent."""
-        async with self._connection() as conn:
-            with translate_errors():
-                done = await ascalar(conn, q.RELEASE, (self.id, self.lease_token))
-        self._mark_acknowledged()
-        return bool(done)
+        return self._acknowledged_by(await self._send(s.release(self.id, self.lease_token)))
 
     async def snooze(self, delay: timedelta | float | None = None, *, run_at: datetime | None = None) -> bool:
         """Put the job back for later without spending an attempt (see :meth:`Job.snooze`)."""
-        params = q.snooze_params(self.id, self.lease_token, delay, run_at)
-        async with self._connection() as conn:
-            with translate_errors():
-                done = await ascalar(conn, q.SNOOZE, params)
-        self._mark_acknowledged()
-        return bool(done)
+        statement = s.snooze(self.id, self.lease_token, delay, run_at=run_at)
+        return self._acknowledged_by(await self._send(statement))
 
     async def __aenter__(self) -> AsyncJob:
         return self
@@ -361,22 +345,10 @@ class AsyncJob(JobRecord):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if exc is None:
-            if not self._acknowledged:
-                if self._acker is not None:
-                    self._acker.complete_later(self)
-                    await self._acker.after_ack()
-                else:
-                    await self.complete()
-            return False
-        if not self._acknowledged:
-            error = q.format_error(exc)
+        if (owed := self._owed(exc)) is not None:
             if self._acker is not None:
-                self._acker.fail_later(self, error)
+                owed.hand_to(self._acker)
                 await self._acker.after_ack()
             else:
-                await self.fail(error)
-        if isinstance(exc, Exception):
-            _log_failure(self, exc)
-            return True
-        return False
+                self._acknowledged_by(await self._send(owed.statement()))
+        return _swallowed(self, exc)

@@ -1,0 +1,232 @@
+"""The arguments of pyqueue's calls, checked (``pyqueue._checks``) and turned
+into the parameters of their statement (``pyqueue._queries``): what the sync
+and async APIs, and a claimed job's methods, send for each call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from pyqueue import _checks as check
+from pyqueue import _queries as q
+from pyqueue._checks import batch_size, queue_name
+from pyqueue.errors import (
+    InvalidArgument,
+    InvalidInterval,
+    InvalidJobKey,
+    InvalidMaxAttempts,
+    InvalidPeriodicName,
+    InvalidPriority,
+    InvalidQueueName,
+    InvalidSetting,
+    InvalidTime,
+)
+
+QUEUE_SETTINGS: dict[str, str] = {
+    "max_attempts": "integer",
+    "backoff_base": "interval",
+    "backoff_cap": "interval",
+    "backoff_jitter": "double precision",
+    "lease": "interval",
+    "retention": "interval",
+    "dead_retention": "interval",
+    "max_payload_bytes": "integer",
+    "concurrency": "integer",  # jobq 0.2; 0 removes the limit
+    "rate_limit": "integer",  # jobq 0.2; 0 removes the limit
+    "rate_interval": "interval",  # jobq 0.2
+    "timeout": "interval",  # jobq 0.4: the queue's default job timeout; 0 removes it
+}
+
+
+def schedule_params(delay: timedelta | float | None, run_at: datetime | None) -> dict[str, Any]:
+    """The run_at/delay query parameters; delay and run_at exclude each other."""
+    if delay is not None and run_at is not None:
+        raise check.refuse(InvalidTime, "pass either delay or run_at, not both",
+                           "delay counts from the database's now(); run_at is an absolute time.")
+    return {"run_at": check.moment(run_at, "run_at"), "delay": check.delay(delay)}
+
+
+def retry_time(retry_at: datetime | None) -> datetime | None:
+    return check.moment(retry_at, "retry_at")
+
+
+def _enqueue_options(
+    group_key: str | None, timeout: timedelta | float | None, unique_for: timedelta | float | None
+) -> tuple[str, dict[str, Any]]:
+    """The named arguments of later jobq versions that were given, and their values."""
+    given = {
+        "group_key": check.text(group_key, "group_key", InvalidJobKey),
+        "timeout": check.seconds(timeout, "timeout", InvalidInterval),
+        "unique_for": check.seconds(unique_for, "unique_for", InvalidInterval),
+    }
+    given = {name: value for name, value in given.items() if value is not None}
+    sql = "".join(f", {name} => %({name})s::{q.ENQUEUE_OPTION_TYPES[name]}" for name in given)
+    return sql, given
+
+
+def _job_options(priority: int, max_attempts: int | None) -> dict[str, Any]:
+    return {
+        "priority": check.integer(priority, "priority", InvalidPriority,
+                                  hint="Use a priority in -32768..32767 (lower runs first)."),
+        "max_attempts": check.integer(max_attempts, "max_attempts", InvalidMaxAttempts,
+                                      hint="Use max_attempts in 1..1000, or None for the queue's setting."),
+    }
+
+
+def enqueue_query(
+    queue: str,
+    payload: Mapping[str, Any],
+    *,
+    delay: timedelta | float | None,
+    run_at: datetime | None,
+    priority: int,
+    max_attempts: int | None,
+    key: str | None,
+    group_key: str | None,
+    timeout: timedelta | float | None = None,
+    unique_for: timedelta | float | None = None,
+) -> tuple[str, dict[str, Any]]:
+    options, values = _enqueue_options(group_key, timeout, unique_for)
+    params = {
+        "queue": check.text(queue, "queue", InvalidQueueName),
+        "payload": check.payload(payload),
+        **schedule_params(delay, run_at),
+        **_job_options(priority, max_attempts),
+        "key": check.text(key, "job_key", InvalidJobKey),
+        **values,
+    }
+    return (q.ENQUEUE_TEMPLATE.format(options=options) if options else q.ENQUEUE), params
+
+
+def enqueue_many_query(
+    queue: str,
+    payloads: Sequence[Mapping[str, Any]],
+    *,
+    delay: timedelta | float | None,
+    run_at: datetime | None,
+    priority: int,
+    max_attempts: int | None,
+    keys: Sequence[str | None] | None,
+    group_key: str | None,
+    timeout: timedelta | float | None = None,
+    unique_for: timedelta | float | None = None,
+) -> tuple[str, dict[str, Any]]:
+    options, values = _enqueue_options(group_key, timeout, unique_for)
+    params = {
+        "queue": check.text(queue, "queue", InvalidQueueName),
+        "payloads": check.payloads(payloads),
+        **schedule_params(delay, run_at),
+        **_job_options(priority, max_attempts),
+        "keys": check.texts(keys, "job_keys", InvalidJobKey),
+        **values,
+    }
+    return (q.ENQUEUE_MANY_TEMPLATE.format(options=options) if options else q.ENQUEUE_MANY), params
+
+
+def lease_params(job_id: int, lease_token: UUID | str) -> tuple[int | None, UUID | None]:
+    """A job id and its lease token, checked (complete, release)."""
+    return check.job_id(job_id), check.lease_token(lease_token)
+
+
+def fail_params(
+    job_id: int, lease_token: UUID | str, error: str, retry_at: datetime | None = None
+) -> tuple[Any, ...]:
+    """The parameters of FAIL: id, error text, lease token, retry_at."""
+    checked_id, token = lease_params(job_id, lease_token)
+    return checked_id, check.text(error, "error", InvalidArgument), token, retry_time(retry_at)
+
+
+def heartbeat_params(
+    job_id: int, lease_token: UUID | str, extend: timedelta | float | None
+) -> tuple[Any, ...]:
+    checked_id, token = lease_params(job_id, lease_token)
+    return checked_id, token, check.seconds(extend, "extend", InvalidInterval)
+
+
+def many_lease_params(pairs: Sequence[tuple[int, UUID]]) -> tuple[list[int | None], list[UUID | None]]:
+    """The ids and lease tokens of several jobs (complete_many), checked."""
+    ids = [check.job_id(p[0], f"ids[{i}]") for i, p in enumerate(pairs, start=1)]
+    tokens = [check.lease_token(p[1], f"lease_tokens[{i}]") for i, p in enumerate(pairs, start=1)]
+    return ids, tokens
+
+
+def snooze_params(
+    job_id: int, lease_token: UUID | str, delay: timedelta | float | None, run_at: datetime | None
+) -> dict[str, Any]:
+    if delay is None and run_at is None:
+        raise check.refuse(InvalidTime, "snooze needs a delay or a run_at",
+                           "For example job.snooze(60) or job.snooze(run_at=...).")
+    checked_id, token = lease_params(job_id, lease_token)
+    return {"id": checked_id, "lease_token": token, **schedule_params(delay, run_at)}
+
+
+def take_params(queue: str, n: int) -> tuple[str | None, int | None]:
+    return queue_name(queue), batch_size(n)
+
+
+def every_query(
+    name: str,
+    schedule: str,
+    queue: str,
+    payload: Mapping[str, Any] | None,
+    *,
+    priority: int,
+    max_attempts: int | None,
+    runner: str | None,
+) -> tuple[str, dict[str, Any]]:
+    """jobq.every(); runner (jobq 0.4) is passed by name, and only when given."""
+    params = {
+        "name": check.text(name, "name", InvalidPeriodicName),
+        "schedule": check.text(schedule, "schedule", InvalidSetting),
+        "queue": queue_name(queue),
+        "payload": check.payload({} if payload is None else payload),
+        **_job_options(priority, max_attempts),
+    }
+    if runner is None:
+        return q.EVERY, params
+    params["runner"] = check.text(runner, "runner", InvalidArgument)
+    return q.EVERY_TEMPLATE.format(runner=", runner => %(runner)s::text"), params
+
+
+def cancel_jobs_params(
+    queue: str, status: str | None, payload_contains: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        "queue": queue_name(queue),
+        "status": check.text(status, "status", InvalidArgument),
+        "payload_contains": (None if payload_contains is None
+                             else check.payload(payload_contains, "payload_contains", InvalidArgument)),
+    }
+
+
+def discard_dead_params(queue: str, older_than: timedelta | float | None) -> dict[str, Any]:
+    return {"queue": queue_name(queue),
+            "older_than": check.seconds(older_than, "older_than", InvalidInterval)}
+
+
+def configure_query(queue: str, settings: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A jobq.configure_queue() call with the given settings in named notation.
+
+    Interval settings take a timedelta or a number of seconds.
+    """
+    unknown = sorted(set(settings) - set(QUEUE_SETTINGS))
+    if unknown:
+        raise TypeError(f"unknown queue setting(s) {', '.join(unknown)}; known: {', '.join(QUEUE_SETTINGS)}")
+    params: dict[str, Any] = {"queue": queue_name(queue)}
+    args = ["queue => %(queue)s::text"]
+    for name, sql_type in QUEUE_SETTINGS.items():
+        if name not in settings:
+            continue
+        params[name] = _setting(name, sql_type, settings[name])
+        args.append(f"{name} => %({name})s::{sql_type}")
+    return f"SELECT * FROM jobq.configure_queue({', '.join(args)})", params
+
+
+def _setting(name: str, sql_type: str, value: Any) -> Any:
+    if sql_type == "interval":
+        return check.seconds(value, name, InvalidSetting)
+    if sql_type == "integer":
+        return check.integer(value, name, InvalidSetting)
+    return check.real(value, name, InvalidSetting)

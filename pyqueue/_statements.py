@@ -1,0 +1,342 @@
+"""Every client call of pyqueue written once, whatever the I/O.
+
+Each function here has the name, the arguments and the documentation of a
+public call, checks its arguments and returns the :class:`~pyqueue._db.Statement`
+to send: the SQL text (``pyqueue._queries``), its parameters
+(``pyqueue._arguments``) and what the answer becomes. :mod:`pyqueue.client`
+sends them on a sync connection and :mod:`pyqueue._aioclient` on an asyncio
+one, each adding the connection as the first argument; a claimed job's
+methods send the lease statements on the connection it was claimed through.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from pyqueue import _arguments as a
+from pyqueue import _checks as check
+from pyqueue import _queries as q
+from pyqueue._db import Statement
+from pyqueue.defaults import REAP_BATCH
+from pyqueue.errors import InvalidPeriodicName
+
+if TYPE_CHECKING:
+    from pyqueue.job import JobRecord
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """One row of ``jobq.stats``; ``oldest_ready_age`` is None when no job is
+    ready (jobq 0.4; older versions say 0)."""
+
+    queue: str
+    ready: int
+    scheduled: int
+    running: int
+    dead: int
+    oldest_ready_age: timedelta | None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One periodic job of ``jobq.schedules`` (registered with :func:`every`).
+
+    jobq 0.4 adds ``runner`` ('pg_cron' or 'workers': who enqueues its
+    ticks), ``next_run_at`` and ``last_run_at``; they are None on an older
+    database.
+    """
+
+    name: str
+    schedule: str
+    queue: str
+    payload: dict[str, Any]
+    priority: int
+    max_attempts: int | None
+    created_at: datetime
+    updated_at: datetime
+    runner: str | None = None
+    next_run_at: datetime | None = None
+    last_run_at: datetime | None = None
+
+    @classmethod
+    def _from_row(cls, row: Mapping[str, Any]) -> Schedule:
+        """From a row of jobq.schedules, whatever columns its version has."""
+        return cls(**{name: row[name] for name in SCHEDULE_FIELDS if name in row})
+
+
+SCHEDULE_FIELDS = tuple(Schedule.__dataclass_fields__)
+
+
+def present_as(call: Callable[..., Any], build: Callable[..., Any], module: str, conn_type: str,
+               returns: str | None = None) -> None:
+    """Give ``call`` the name, documentation and signature of the statement
+    builder it sends, with ``conn`` first and the result as its return type."""
+    signature = inspect.signature(build)
+    conn = inspect.Parameter("conn", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=conn_type)
+    if returns is None:  # "Statement[int]" -> "int"
+        returns = str(signature.return_annotation).removeprefix("Statement[").removesuffix("]")
+    call.__name__ = call.__qualname__ = build.__name__
+    call.__doc__, call.__module__ = build.__doc__, module
+    call.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[conn, *signature.parameters.values()], return_annotation=returns)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _ids(rows: list[tuple[Any, ...]]) -> list[int]:
+    return [int(row[0]) for row in rows]
+
+
+# --- producers -------------------------------------------------------------------
+
+def enqueue(
+    queue: str,
+    payload: Mapping[str, Any],
+    *,
+    delay: timedelta | float | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    key: str | None = None,
+    group_key: str | None = None,
+    timeout: timedelta | float | None = None,
+    unique_for: timedelta | float | None = None,
+) -> Statement[int]:
+    """Add a job and return its id.
+
+    ``delay`` (a timedelta or non-negative seconds, added to the database's
+    now()) and ``run_at`` (timezone-aware) exclude each other; without
+    either the job is ready at once. Lower ``priority`` runs first. With
+    ``key``, an active job of the queue holding the same key is not
+    duplicated: its id is returned instead. Jobs sharing a ``group_key``
+    (jobq 0.2) run one at a time, in enqueue order.
+
+    jobq 0.4: ``timeout`` (timedelta or seconds, 1 s .. 1 day) is the longest
+    a worker lets the job's handler run (default: the queue's ``timeout``
+    setting); ``unique_for`` (with ``key``; 1 s .. 366 days) also
+    deduplicates against a job of that key completed within that window,
+    returning its id. Both are sent only when given, so the same call works
+    on an older jobq.
+
+    Arguments Python cannot send faithfully (NaN in the payload, NUL
+    characters, integers beyond the SQL type, a negative delay...) raise the
+    typed error the database would use, before anything is sent.
+    """
+    sql, params = a.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
+                                  max_attempts=max_attempts, key=key, group_key=group_key,
+                                  timeout=timeout, unique_for=unique_for)
+    return Statement(sql, params, "scalar", int)
+
+
+def enqueue_many(
+    queue: str,
+    payloads: Sequence[Mapping[str, Any]],
+    *,
+    delay: timedelta | float | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    keys: Sequence[str | None] | None = None,
+    group_key: str | None = None,
+    timeout: timedelta | float | None = None,
+    unique_for: timedelta | float | None = None,
+) -> Statement[list[int]]:
+    """Add one job per payload in one statement; their ids in payload order.
+
+    ``keys`` gives one key (or None) per payload, as ``key`` does for
+    :func:`enqueue`; with ``group_key`` the jobs join that serial group in
+    payload order; ``timeout`` and ``unique_for`` (jobq 0.4) apply to every
+    job, as for :func:`enqueue`.
+    """
+    sql, params = a.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
+                                       max_attempts=max_attempts, keys=keys, group_key=group_key,
+                                       timeout=timeout, unique_for=unique_for)
+    return Statement(sql, params, "tuples", _ids)
+
+
+# --- workers: claim and the lease -------------------------------------------------
+
+def claim(
+    queue: str | Sequence[str],
+    n: int = 1,
+    *,
+    worker: str | None = None,
+    lease: timedelta | float | None = None,
+) -> Statement[list[q.ClaimedRow]]:
+    """Lease up to ``n`` ready jobs of one queue or several, most urgent first.
+
+    ``worker`` (default ``host:pid``) is recorded on the jobs; ``lease``
+    (timedelta or seconds) defaults to the queue's setting. The jobs'
+    methods use ``conn``. A job whose payload Python cannot decode (nested
+    deeper than its recursion limit) is failed with that error and left out.
+    """
+    sql, params = q.claim_query(queue, n, worker, lease)
+    return Statement(sql, params, "claimed", lambda rows: [q.split_claimed_row(row) for row in rows])
+
+
+def complete(job_id: int, lease_token: UUID | str) -> Statement[bool]:
+    """Acknowledge success; False when the lease was lost or the id is unknown."""
+    return Statement(q.COMPLETE, a.lease_params(job_id, lease_token), "scalar", bool)
+
+
+def complete_many(jobs: Sequence[JobRecord]) -> Statement[int]:
+    """Acknowledge many jobs in one statement; how many still held their lease."""
+    params = a.many_lease_params([(job.id, job.lease_token) for job in jobs])
+
+    def acknowledged(done: Any) -> int:
+        for job in jobs:
+            job._mark_acknowledged()
+        return int(done)
+
+    return Statement(q.COMPLETE_MANY, params, "scalar", acknowledged)
+
+
+def fail(
+    job_id: int, lease_token: UUID | str, error: str, *, retry_at: datetime | None = None
+) -> Statement[bool]:
+    """Record a failed attempt (retry after backoff or at ``retry_at``, or dead
+    letter when out of attempts); False when the lease was lost."""
+    return Statement(q.FAIL, a.fail_params(job_id, lease_token, error, retry_at), "scalar", bool)
+
+
+def heartbeat(
+    job_id: int, lease_token: UUID | str, extend: timedelta | float | None = None
+) -> Statement[bool]:
+    """Extend a lease to now + ``extend`` (timedelta or seconds; default: the
+    queue's lease); False when lost."""
+    return Statement(q.HEARTBEAT, a.heartbeat_params(job_id, lease_token, extend), "scalar", bool)
+
+
+def release(job_id: int, lease_token: UUID | str) -> Statement[bool]:
+    """Give a claimed, unstarted job back without spending an attempt."""
+    return Statement(q.RELEASE, a.lease_params(job_id, lease_token), "scalar", bool)
+
+
+def snooze(
+    job_id: int,
+    lease_token: UUID | str,
+    delay: timedelta | float | None = None,
+    *,
+    run_at: datetime | None = None,
+) -> Statement[bool]:
+    """Put a held job back until now + ``delay`` (or ``run_at``) without spending
+    an attempt (jobq 0.2); False when the lease was lost."""
+    return Statement(q.SNOOZE, a.snooze_params(job_id, lease_token, delay, run_at), "scalar", bool)
+
+
+def take(queue: str, n: int = 1) -> Statement[list[tuple[Any, ...]]]:
+    """Remove up to ``n`` ready jobs in the caller's transaction: the rows of
+    :class:`~pyqueue.TakenJob` (``pyqueue.take`` documents the whole)."""
+    return Statement(q.TAKE, a.take_params(queue, n), "tuples", list)
+
+
+# --- periodic jobs -------------------------------------------------------------------
+
+def every(
+    name: str,
+    schedule: str,
+    queue: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    runner: str | None = None,
+) -> Statement[int | None]:
+    """Enqueue ``payload`` on ``queue`` at every tick of a cron ``schedule``
+    (jobq 0.2); one active copy at a time. Re-using a name updates it.
+
+    ``runner`` (jobq 0.4): ``'pg_cron'``, or ``'workers'`` to have pyqueue
+    workers enqueue the ticks (each tick once, however many workers run);
+    None: pg_cron when installed, else the workers. Sent only when given.
+    Returns the pg_cron job id, or None when the workers run it."""
+    sql, params = a.every_query(name, schedule, queue, payload, priority=priority,
+                                max_attempts=max_attempts, runner=runner)
+    return Statement(sql, params, "scalar", _optional_int)
+
+
+def unschedule(name: str) -> Statement[bool]:
+    """Remove a periodic job registered with :func:`every`; False when unknown."""
+    return Statement(q.UNSCHEDULE, (check.text(name, "name", InvalidPeriodicName),), "scalar", bool)
+
+
+def schedules() -> Statement[list[Schedule]]:
+    """The periodic jobs registered with :func:`every`, by name."""
+    return Statement(q.SCHEDULES, None, "dicts", lambda rows: [Schedule._from_row(row) for row in rows])
+
+
+# --- operators ---------------------------------------------------------------------
+
+def retry(job_id: int) -> Statement[bool]:
+    """Run a dead, cancelled or waiting job again now; False for running,
+    completed or unknown jobs."""
+    return Statement(q.RETRY, (check.job_id(job_id),), "scalar", bool)
+
+
+def retry_dead(queue: str) -> Statement[int]:
+    """Bring back every dead job of a queue with fresh attempts; how many."""
+    return Statement(q.RETRY_DEAD, (check.queue_name(queue),), "scalar", int)
+
+
+def cancel(job_id: int) -> Statement[bool]:
+    """Cancel a live job (its holder loses the lease); False for finished or unknown ids."""
+    return Statement(q.CANCEL, (check.job_id(job_id),), "scalar", bool)
+
+
+def cancel_jobs(
+    queue: str, *, status: str | None = None, payload_contains: Mapping[str, Any] | None = None
+) -> Statement[int]:
+    """Cancel the live jobs of a queue; how many (jobq 0.4).
+
+    ``status`` narrows it to 'ready', 'scheduled' or 'running' jobs (None:
+    all three); ``payload_contains`` to jobs whose payload contains that
+    JSON object (jsonb ``@>``: ``{"tenant": 7}`` matches any payload with
+    tenant 7). Holders of running jobs lose their lease.
+    """
+    return Statement(q.CANCEL_JOBS, a.cancel_jobs_params(queue, status, payload_contains), "scalar", int)
+
+
+def discard_dead(queue: str, *, older_than: timedelta | float | None = None) -> Statement[int]:
+    """Delete the dead jobs of a queue, or only those dead for longer than
+    ``older_than`` (timedelta or seconds); how many (jobq 0.4)."""
+    return Statement(q.DISCARD_DEAD, a.discard_dead_params(queue, older_than), "scalar", int)
+
+
+def pause(queue: str) -> Statement[bool]:
+    """Stop claims from a queue (jobq 0.2); True when it was not paused before."""
+    return Statement(q.PAUSE, (check.queue_name(queue),), "scalar", bool)
+
+
+def resume(queue: str) -> Statement[bool]:
+    """Let workers claim from a paused queue again, and wake them (jobq 0.2)."""
+    return Statement(q.RESUME, (check.queue_name(queue),), "scalar", bool)
+
+
+def reap(n: int = REAP_BATCH) -> Statement[int]:
+    """Return up to ``n`` jobs whose lease expired to their queue (or to dead
+    letter when out of attempts); how many."""
+    return Statement(q.REAP, (check.batch_size(n),), "scalar", int)
+
+
+def stats() -> Statement[list[QueueStats]]:
+    """``jobq.stats``, one entry per queue, by queue name."""
+    return Statement(q.STATS, None, "dicts", lambda rows: [QueueStats(**row) for row in rows])
+
+
+def configure_queue(queue: str, **settings: Any) -> Statement[dict[str, Any]]:
+    """Set some of a queue's settings and return all its effective settings.
+
+    Settings: max_attempts, backoff_base, backoff_cap, backoff_jitter, lease,
+    retention, dead_retention, max_payload_bytes, since jobq 0.2
+    concurrency, rate_limit, rate_interval, and since jobq 0.4 timeout (the
+    default execution timeout of the queue's jobs; 0 removes it); durations
+    as timedelta or seconds. Omitted settings stay as they are.
+    """
+    sql, params = a.configure_query(queue, settings)
+    return Statement(sql, params, "dicts", lambda rows: rows[0])
