@@ -11,6 +11,8 @@ finds the first one's work done. Neither ever downgrades.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from typing import Any, Literal
@@ -110,11 +112,7 @@ def install(
     Runs in one transaction (a savepoint when conn already has one open); the
     session's search_path is left as it was.
     """
-    scripts = SqlScripts.load(sql_dir)
-    target = check_version(version or scripts.latest)
-    with conn.transaction():
-        _lock(conn)
-        current = installed(conn)
+    with _locked(conn, version, sql_dir) as (scripts, target, current):
         if current is None:
             plan = scripts.install_path(target)
             _apply(conn, plan, target)
@@ -128,14 +126,24 @@ def upgrade(
     """Upgrade an installed jobq to ``target`` (default: the packaged version)
     through the upgrade scripts in order, or with ``ALTER EXTENSION jobq
     UPDATE`` when jobq is an extension. One transaction; never downgrades."""
-    scripts = SqlScripts.load(sql_dir)
-    goal = check_version(target or scripts.latest)
-    with conn.transaction():
-        _lock(conn)
-        current = installed(conn)
+    with _locked(conn, target, sql_dir) as (scripts, goal, current):
         if current is None:
             raise SchemaError("jobq is not installed in this database", hint="Run `pyqueue install` first.")
         return _upgrade_locked(conn, scripts, current, goal)
+
+
+@contextmanager
+def _locked(
+    conn: AnyConnection, version: str | None, sql_dir: Traversable | None
+) -> Iterator[tuple[SqlScripts, str, Installed | None]]:
+    """The packaged scripts, the target version (default: the newest) and
+    what is installed, read inside the transaction (under jobq's install
+    lock) that the change then runs in."""
+    scripts = SqlScripts.load(sql_dir)
+    target = check_version(version or scripts.latest)
+    with conn.transaction():
+        _lock(conn)
+        yield scripts, target, installed(conn)
 
 
 def check_version(version: str) -> str:

@@ -4,7 +4,11 @@ database, and which versions are where."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from importlib import metadata
+from typing import Any
+
+import psycopg
 
 from pyqueue import schema
 from pyqueue.cli.command import EXIT_OK, Command, connect
@@ -16,10 +20,7 @@ def configure_install(parser: argparse.ArgumentParser) -> None:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    with connect(args) as conn:
-        change = schema.install(conn, args.target)
-    print(change.describe())
-    return EXIT_OK
+    return show_change(args, schema.install)
 
 
 def configure_upgrade(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +29,15 @@ def configure_upgrade(parser: argparse.ArgumentParser) -> None:
 
 
 def run_upgrade(args: argparse.Namespace) -> int:
+    return show_change(args, schema.upgrade)
+
+
+def show_change(args: argparse.Namespace,
+                change: Callable[[psycopg.Connection[Any], str | None], schema.SchemaChange]) -> int:
+    """Install or upgrade to ``args.target`` and say what changed."""
     with connect(args) as conn:
-        change = schema.upgrade(conn, args.target)
-    print(change.describe())
+        done = change(conn, args.target)
+    print(done.describe())
     return EXIT_OK
 
 
