@@ -115,7 +115,7 @@ docs: venv
 	dsn="host=$$dir port=5432 user=postgres dbname=jobq"; \
 	$(PY) -m pyqueue.localserver start $$dir --port 5432 --database jobq >/dev/null && \
 	psql -X -q -v ON_ERROR_STOP=1 -d "$$dsn" -f sql/jobq--$(JOBQ_VERSION).sql && \
-	$(PY) tools/sql_docs.py --dsn "$$dsn"; status=$$?; \
+	$(PY) -m tools.sql_docs --dsn "$$dsn"; status=$$?; \
 	$(PY) -m pyqueue.localserver stop $$dir; rm -rf $$dir; exit $$status
 
 # --- for humans: a throwaway server in .tmp/db ---------------------------

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from pyqueue.errors import ERRORS_BY_SQLSTATE, JobqError
+from tools.sql_catalog import direct_codes, read_catalog, split_body
 from tools.sql_docs import (
     BEGIN,
     END,
@@ -21,14 +22,11 @@ from tools.sql_docs import (
     REFERENCE,
     ROOT,
     DocsError,
-    direct_codes,
     generate,
     groups,
     problems,
-    read_catalog,
     render_reference,
     shorter_defaults,
-    split_body,
     sqlstates,
     stale,
     with_table,
@@ -199,4 +197,4 @@ def test_make_docs_installs_the_latest_script_and_runs_the_generator() -> None:
     control = (ROOT / "sql" / "jobq.control").read_text()
     version = re.search(r"default_version\s*=\s*'([^']+)'", control)
     assert version is not None
-    assert f"sql/jobq--{version.group(1)}.sql" in done.stdout and "tools/sql_docs.py" in done.stdout
+    assert f"sql/jobq--{version.group(1)}.sql" in done.stdout and "-m tools.sql_docs" in done.stdout
