@@ -76,53 +76,46 @@ def _job_options(priority: int, max_attempts: int | None) -> dict[str, Any]:
 
 
 def enqueue_query(
-    queue: str,
-    payload: Mapping[str, Any],
-    *,
-    delay: timedelta | float | None,
-    run_at: datetime | None,
-    priority: int,
-    max_attempts: int | None,
-    key: str | None,
-    group_key: str | None,
-    timeout: timedelta | float | None = None,
-    unique_for: timedelta | float | None = None,
+    queue: str, payload: Mapping[str, Any], *, key: str | None, **options: Any
 ) -> tuple[str, dict[str, Any]]:
-    options, values = _enqueue_options(group_key, timeout, unique_for)
-    params = {
-        "queue": check.text(queue, "queue", InvalidQueueName),
-        "payload": check.payload(payload),
-        **schedule_params(delay, run_at),
-        **_job_options(priority, max_attempts),
-        "key": check.text(key, "job_key", InvalidJobKey),
-        **values,
-    }
-    return (q.ENQUEUE_TEMPLATE.format(options=options) if options else q.ENQUEUE), params
+    """jobq.enqueue() of one job; ``options`` are :func:`enqueue_params`'s."""
+    sql, params = enqueue_params(q.ENQUEUE_TEMPLATE, queue, **options)
+    return sql, {**params, "payload": check.payload(payload),
+                 "key": check.text(key, "job_key", InvalidJobKey)}
 
 
 def enqueue_many_query(
+    queue: str, payloads: Sequence[Mapping[str, Any]], *, keys: Sequence[str | None] | None, **options: Any
+) -> tuple[str, dict[str, Any]]:
+    """jobq.enqueue_many(); ``options`` are :func:`enqueue_params`'s."""
+    sql, params = enqueue_params(q.ENQUEUE_MANY_TEMPLATE, queue, **options)
+    return sql, {**params, "payloads": check.payloads(payloads),
+                 "keys": check.texts(keys, "job_keys", InvalidJobKey)}
+
+
+def enqueue_params(
+    template: str,
     queue: str,
-    payloads: Sequence[Mapping[str, Any]],
     *,
     delay: timedelta | float | None,
     run_at: datetime | None,
     priority: int,
     max_attempts: int | None,
-    keys: Sequence[str | None] | None,
     group_key: str | None,
     timeout: timedelta | float | None = None,
     unique_for: timedelta | float | None = None,
 ) -> tuple[str, dict[str, Any]]:
+    """What enqueue and enqueue_many share: the statement (``template`` with
+    the options of later jobq versions that were given) and the parameters
+    but the payloads and keys."""
     options, values = _enqueue_options(group_key, timeout, unique_for)
     params = {
         "queue": check.text(queue, "queue", InvalidQueueName),
-        "payloads": check.payloads(payloads),
         **schedule_params(delay, run_at),
         **_job_options(priority, max_attempts),
-        "keys": check.texts(keys, "job_keys", InvalidJobKey),
         **values,
     }
-    return (q.ENQUEUE_MANY_TEMPLATE.format(options=options) if options else q.ENQUEUE_MANY), params
+    return template.format(options=options), params
 
 
 def lease_params(job_id: int, lease_token: UUID | str) -> tuple[int | None, UUID | None]:

@@ -38,8 +38,6 @@ ENQUEUE_MANY_TEMPLATE = (
     "%(priority)s::integer, %(max_attempts)s::integer, %(keys)s::text[]{options}) "
     "WITH ORDINALITY AS e(id, ord) ORDER BY e.ord"
 )
-ENQUEUE = ENQUEUE_TEMPLATE.format(options="")
-ENQUEUE_MANY = ENQUEUE_MANY_TEMPLATE.format(options="")
 
 # The claimed rows, plus how long their lease runs from now on (in seconds,
 # on the database clock, a hair under the lease granted), for the heartbeat.

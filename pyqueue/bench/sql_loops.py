@@ -10,6 +10,7 @@ ends, so a user's database keeps only its own data.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,17 +205,16 @@ def prefill_jobq(conn: Conn, queue: str, count: int) -> None:
 
 # --- driver loops (run in their own processes) -----------------------------------
 
-def produce(task: Task, signals: Signals, statement: str, with_queue: bool) -> None:
-    """Insert ``task.quota`` jobs in batches (at ``task.rate`` jobs/s if set)."""
+def produce(task: Task, signals: Signals, send: Callable[[Conn, list[int]], object]) -> None:
+    """Enqueue ``task.quota`` jobs in batches (at ``task.rate`` jobs/s if set):
+    ``send`` adds the jobs of the given payload numbers in one call."""
     with connect(task.dsn) as conn:
         signals.ready()
         done = 0
         started = time.perf_counter()
         while done < task.quota and not signals.stopped:
             size = min(task.batch, task.quota - done)
-            batch = [Jsonb(payload(done + k)) for k in range(size)]
-            params: tuple[object, ...] = (task.queue, batch) if with_queue else (batch,)
-            conn.execute(statement, params).fetchall()
+            send(conn, list(range(done, done + size)))
             done += size
             signals.add(size)
             if task.rate > 0:
@@ -224,11 +224,13 @@ def produce(task: Task, signals: Signals, statement: str, with_queue: bool) -> N
 
 
 def floor_insert(task: Task, signals: Signals) -> None:
-    produce(task, signals, FLOOR_INSERT, with_queue=False)
+    produce(task, signals, lambda conn, numbers: conn.execute(
+        FLOOR_INSERT, ([Jsonb(payload(n)) for n in numbers],)).fetchall())
 
 
 def jobq_enqueue(task: Task, signals: Signals) -> None:
-    produce(task, signals, JOBQ_ENQUEUE, with_queue=True)
+    produce(task, signals, lambda conn, numbers: conn.execute(
+        JOBQ_ENQUEUE, (task.queue, [Jsonb(payload(n)) for n in numbers])).fetchall())
 
 
 def listening(conn: Conn, channel: str) -> Conn:

@@ -85,19 +85,8 @@ def latency_worker(task: Task, signals: Signals) -> None:
 
 def pyqueue_producer(task: Task, signals: Signals) -> None:
     """pyqueue.enqueue_many in batches, as fast as it can or at task.rate jobs/s."""
-    with sql_loops.connect(task.dsn) as conn:
-        signals.ready()
-        done = 0
-        started = time.perf_counter()
-        while done < task.quota and not signals.stopped:
-            size = min(task.batch, task.quota - done)
-            pyqueue.enqueue_many(conn, task.queue, [sql_loops.payload(done + k) for k in range(size)])
-            done += size
-            signals.add(size)
-            if task.rate > 0:
-                ahead = started + done / task.rate - time.perf_counter()
-                if ahead > 0:
-                    signals.stop.wait(ahead)
+    sql_loops.produce(task, signals, lambda conn, numbers: pyqueue.enqueue_many(
+        conn, task.queue, [sql_loops.payload(n) for n in numbers]))
 
 
 def floor_listener(task: Task, signals: Signals) -> None:
