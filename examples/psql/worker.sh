@@ -48,7 +48,7 @@ trap 'stopping=true; log "stopping after the job in hand"' TERM INT
 release_from() {
     local k
     for ((k = $1; k < ${#ids[@]}; k++)); do
-        sql "SELECT jobq.release(:id, :'token')" -v id="${ids[k]}" -v token="${tokens[k]}" >/dev/null
+        sql "SELECT jobq.release(:'id', :'token')" -v id="${ids[k]}" -v token="${tokens[k]}" >/dev/null
     done
     log "released $((${#ids[@]} - $1)) unstarted jobs"
 }
@@ -58,7 +58,7 @@ errors=$(mktemp)
 trap 'rm -f "$errors"' EXIT
 while ! $stopping; do
     claimed=$(sql "SELECT id, lease_token, attempts, payload
-                   FROM jobq.claim(:'queue', :batch, :'worker', nullif(:'lease', '')::interval)" \
+                   FROM jobq.claim(:'queue', :'batch', :'worker', nullif(:'lease', '')::interval)" \
                   -v queue="$queue" -v batch="$batch" -v worker="$worker" -v lease="$lease")
     ids=() tokens=() attempts=() payloads=()
     if [[ -n $claimed ]]; then # one line per job; jsonb text never holds a tab or a newline
@@ -73,11 +73,11 @@ while ! $stopping; do
         if JOBQ_JOB_ID=$id JOBQ_QUEUE=$queue JOBQ_ATTEMPT=${attempts[i]} "$@" \
                <<<"${payloads[i]}" 2>"$errors"; then
             outcome="completed job $id"
-            ok=$(sql "SELECT jobq.complete(:id, :'token')" -v id="$id" -v token="$token")
+            ok=$(sql "SELECT jobq.complete(:'id', :'token')" -v id="$id" -v token="$token")
         else
             status=$? outcome="failed job $id (attempt ${attempts[i]})"
             error=$(tail -c 4000 "$errors") # jobq keeps it as the job's last_error
-            ok=$(sql "SELECT jobq.fail(:id, :'error', :'token')" -v id="$id" -v token="$token" \
+            ok=$(sql "SELECT jobq.fail(:'id', :'error', :'token')" -v id="$id" -v token="$token" \
                      -v error="${error:-exit status $status}")
         fi
         # false: the lease expired and jobq took the job back; our outcome changed nothing.
