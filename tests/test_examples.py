@@ -1,7 +1,7 @@
 """The workers in other languages, run for real against this test's database: examples/node
 (node-postgres) and examples/psql (a bash loop around psql). Each drains 1,000 jobs with two
 concurrent processes, one job failing into a retry, and the database and the workers' logs show every
-job finished exactly once. The node worker also wakes on NOTIFY and survives a lost lease."""
+job finished exactly once. Both go on working after a lost lease; the node worker wakes on NOTIFY."""
 
 from __future__ import annotations
 
