@@ -16,31 +16,8 @@ The SQL, the argument checks and the worker core are the sync API's own
 
 from __future__ import annotations
 
-from pyqueue._aioclient import (
-    cancel,
-    cancel_jobs,
-    claim,
-    complete,
-    complete_many,
-    configure_queue,
-    discard_dead,
-    enqueue,
-    enqueue_many,
-    every,
-    fail,
-    heartbeat,
-    pause,
-    reap,
-    release,
-    resume,
-    retry,
-    retry_dead,
-    schedules,
-    snooze,
-    stats,
-    take,
-    unschedule,
-)
+from pyqueue import _aioclient
+from pyqueue._aioclient import *  # noqa: F403  (the async client calls: _aioclient.__all__)
 from pyqueue.job import AsyncJob, AsyncTxJob
 from pyqueue.worker.aio_listen import AsyncJobIterator, listen
 from pyqueue.worker.aio_worker import AsyncHandler, AsyncWorker
@@ -53,28 +30,6 @@ __all__ = [
     "AsyncTxHandler",
     "AsyncTxJob",
     "AsyncWorker",
-    "cancel",
-    "cancel_jobs",
-    "claim",
-    "complete",
-    "complete_many",
-    "configure_queue",
-    "discard_dead",
-    "enqueue",
-    "enqueue_many",
-    "every",
-    "fail",
-    "heartbeat",
     "listen",
-    "pause",
-    "reap",
-    "release",
-    "resume",
-    "retry",
-    "retry_dead",
-    "schedules",
-    "snooze",
-    "stats",
-    "take",
-    "unschedule",
 ]
+__all__ += _aioclient.__all__

@@ -8,18 +8,23 @@ held jobs, reap expired leases every so often (so a database without pg_cron
 recovers), reconnect with backoff after the database goes away, and stop
 gracefully on SIGTERM/SIGINT.
 
-The modules, by role:
+The modules, by role. What a worker decides is written once, free of I/O;
+the ``sync_*`` and ``aio_*`` drivers only do the I/O (psycopg connections
+and threads, or asyncio connections and tasks):
 
-- ``settings``: the checks of every worker setting;
-- ``bookkeeping``: the I/O-free state (acknowledgements waiting, heartbeat
-  schedule, reconnection backoff, periodic timers);
-- ``consumer``: the session with jobq that every worker drives (claim, wait
-  for work, acknowledge, heartbeat, reap), written once;
-  ``sync_consumer`` and ``aio_consumer`` only do its I/O;
-- ``sync_listen`` / ``aio_listen``: :func:`listen` and its job iterator;
-- ``sync_worker`` / ``aio_worker``: :class:`Worker` and ``AsyncWorker``;
+- ``consumer``: the session with jobq every worker drives (claim, wait for
+  work, acknowledge in batches, heartbeat, reap, prune, run the periodic
+  jobs, back off), as scripts that yield the I/O they need (``scripts``);
+  driven by ``sync_consumer`` and ``aio_consumer``;
+- ``listen_core``: the options of ``listen()`` and a job iterator's
+  bookkeeping; ``sync_listen`` / ``aio_listen`` hold :func:`listen`;
+- ``worker_core``: the settings, handlers and loop decisions of a worker;
+  ``sync_worker`` / ``aio_worker`` hold :class:`Worker` and ``AsyncWorker``;
+- ``settings`` (the checks of every setting), ``bookkeeping`` (pending
+  acknowledgements, the heartbeat schedule, backoff, periodic timers),
+  ``connections``, ``wakeup`` (how a sync loop waits and stops);
 - ``in_transaction``: batches worked inside the transaction that takes them;
-- ``handler_threads``, ``timeouts``: the threads of a sync Worker, execution
+- ``handler_threads``, ``timeouts``: a sync Worker's threads, execution
   timeouts and the shutdown grace;
 - ``schedules``, ``prune``: periodic jobs and pruning without pg_cron;
 - ``auth``: which database errors are not worth a retry.

@@ -17,20 +17,12 @@ import psycopg
 
 from pyqueue import _queries as q
 from pyqueue._db import aclaimed_rows, ascalar, atuples
-from pyqueue.defaults import LISTEN_APPLICATION_NAME
+from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, LISTEN_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from pyqueue.job import AsyncJob, JobRecord, log_failed
 from pyqueue.worker.connections import AsyncConnection, AsyncDedicatedConnection, aconnect, is_broken
-from pyqueue.worker.consumer import (
-    ConsumerCore,
-    Listen,
-    Op,
-    Reset,
-    Script,
-    Sql,
-    Step,
-    T,
-    WorkerSettings,
-)
+from pyqueue.worker.consumer import ConsumerCore
+from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sql, Step, T
+from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import timeout_error
 
 logger = logging.getLogger("pyqueue.worker")
@@ -110,7 +102,7 @@ class Heartbeater:
             self._task = None
 
 
-class Consumer(ConsumerCore[AsyncJob]):
+class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
     """A worker's asyncio session with jobq (see ``pyqueue.worker.consumer``).
 
     ``poke()`` wakes a ``wait()`` (a handler task finished); ``stop`` ends it.
@@ -119,10 +111,9 @@ class Consumer(ConsumerCore[AsyncJob]):
     def __init__(self, settings: WorkerSettings, *, stop: asyncio.Event, work: AsyncDedicatedConnection,
                  heartbeat: AsyncDedicatedConnection, claim_queues: Sequence[str] | None = None,
                  ack_at_once: bool = False) -> None:
-        super().__init__(settings, self._job, claim_queues=claim_queues, ack_at_once=ack_at_once)
+        super().__init__(settings, self._job, work=work, heartbeat=heartbeat,
+                         claim_queues=claim_queues, ack_at_once=ack_at_once)
         self.stop = stop
-        self.work = work
-        self._heartbeat_source = heartbeat
         self._listen: AsyncConnection | None = None
         self.heartbeats = Heartbeater(self)
         self._poked = asyncio.Event()
@@ -153,9 +144,9 @@ class Consumer(ConsumerCore[AsyncJob]):
         if isinstance(op, Reset):
             await self._reset(op)
         elif isinstance(op, Listen):
-            await self._open_listen()
+            return await self._open_listen()
         else:
-            await self._sleep(op.seconds)
+            await self.sleep(op.seconds)
         return None
 
     async def _reset(self, op: Reset) -> None:
@@ -167,9 +158,9 @@ class Consumer(ConsumerCore[AsyncJob]):
             conn, self._listen = self._listen, None
             await conn.close()
 
-    async def _open_listen(self) -> None:
+    async def _open_listen(self) -> bool:
         if not is_broken(self._listen):
-            return
+            return False
         await self._reset(Reset("listen"))
         conn = await aconnect(self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
         try:
@@ -178,8 +169,9 @@ class Consumer(ConsumerCore[AsyncJob]):
             await conn.close()
             raise
         self._listen = conn
+        return True
 
-    async def _sleep(self, seconds: float) -> None:
+    async def sleep(self, seconds: float) -> None:
         """Sleep, but not past a stop."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stop.wait(), seconds)
@@ -291,3 +283,17 @@ class Consumer(ConsumerCore[AsyncJob]):
             await self.work.close()
             if self._heartbeat_source is not self.work:
                 await self._heartbeat_source.close()
+
+
+def new_connection(settings: WorkerSettings, application_name: str = WORKER_APPLICATION_NAME
+                   ) -> AsyncDedicatedConnection:
+    """A worker's own async connection (opened at first use)."""
+    return AsyncDedicatedConnection(settings.dsn, application_name, prepare=settings.use_listen)
+
+
+def make_consumer(settings: WorkerSettings, stop: asyncio.Event, claim_queues: list[str] | None = None, *,
+                  ack_at_once: bool = False) -> Consumer:
+    """A consumer with a connection of its own for its work and one for its heartbeats."""
+    return Consumer(settings, stop=stop, work=new_connection(settings),
+                    heartbeat=new_connection(settings, HEARTBEAT_APPLICATION_NAME),
+                    claim_queues=claim_queues, ack_at_once=ack_at_once)

@@ -1,50 +1,27 @@
-"""asyncio twins of pyqueue's client calls and workers (psycopg AsyncConnection).
-
-The SQL, the argument checks and the worker bookkeeping are the sync API's
-own (``pyqueue._queries``, ``pyqueue.worker.bookkeeping``); only the I/O differs.
-
-::
-
-    async with await psycopg.AsyncConnection.connect(dsn) as conn:
-        await pyqueue.aio.enqueue(conn, "emails", {"to": "ada@example.com"})
-        await conn.commit()
-
-    async def send(job: pyqueue.aio.AsyncJob) -> None: ...
-
-    await pyqueue.aio.listen(dsn, "emails", send)     # until SIGTERM / SIGINT / stop
-"""
+"""The asyncio :func:`listen`: an :class:`AsyncJobIterator` over the claimed
+jobs, a coroutine that runs an async handler for each, or (with
+``in_transaction=True``) one that runs them inside the transactions that
+take them. Public through ``pyqueue.aio``."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncGenerator, Coroutine, Sequence
-from datetime import timedelta
-from types import TracebackType
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import psycopg
 
-from pyqueue import _queries as q
-from pyqueue.defaults import (
-    BATCH_SIZE,
-    POLL_INTERVAL,
-    REAP_INTERVAL,
-    SHUTDOWN_TIMEOUT,
-)
 from pyqueue.job import AsyncJob
-from pyqueue.worker import settings as _settings
-from pyqueue.worker.aio_consumer import Consumer, stop_on_signals
-from pyqueue.worker.aio_worker import AsyncHandler, listen_in_transaction, make_consumer
-from pyqueue.worker.consumer import WorkerSettings
-from pyqueue.worker.in_transaction import AsyncTxHandler
-from pyqueue.worker.settings import queue_list
+from pyqueue.worker.aio_consumer import Consumer, make_consumer, stop_on_signals
+from pyqueue.worker.aio_worker import AsyncHandler
+from pyqueue.worker.in_transaction import AsyncTxHandler, arun_batch
+from pyqueue.worker.listen_core import HandOut, ListenOptions, ListenSetup, check_listen
+from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import run_supervised
 
-AsyncConnection = psycopg.AsyncConnection[Any]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
-
-# --- workers ---------------------------------------------------------------------
 
 class AsyncJobIterator:
     """The jobs the async :func:`listen` claims; the twin of
@@ -72,15 +49,14 @@ class AsyncJobIterator:
     without a shutdown timeout of its own.
     """
 
-    def __init__(self, settings: WorkerSettings, *, batch_size: int, stop: asyncio.Event | None,
-                 handle_signals: bool, ack_at_once: bool = True) -> None:
-        self._settings = settings
-        self.batch_size = batch_size
-        self.handle_signals = handle_signals
+    def __init__(self, setup: ListenSetup, *, stop: asyncio.Event | None, ack_at_once: bool = True) -> None:
+        self.settings = setup.settings
+        self.batch_size = setup.batch_size
+        self.handle_signals = setup.handle_signals
         self._stop = stop if stop is not None else asyncio.Event()
-        self._consumer = make_consumer(settings, self._stop, ack_at_once=ack_at_once)
+        self._consumer = make_consumer(self.settings, self._stop, ack_at_once=ack_at_once)
         # No reference back to the iterator: dropping it finalises the generator at once.
-        self._jobs = _generate(self._consumer, self._stop, batch_size, handle_signals)
+        self._jobs = _generate(self._consumer, self._stop, self.batch_size, self.handle_signals)
 
     def __aiter__(self) -> AsyncJobIterator:
         return self
@@ -98,37 +74,24 @@ class AsyncJobIterator:
     async def __aenter__(self) -> AsyncJobIterator:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
 
 async def _generate(consumer: Consumer, stop: asyncio.Event, batch_size: int,
                     handle_signals: bool) -> AsyncGenerator[AsyncJob, None]:
     with stop_on_signals(handle_signals, stop):
-        held: deque[AsyncJob] = deque()
-        current: AsyncJob | None = None
+        out: HandOut[AsyncJob] = HandOut(consumer.watch, consumer.unwatch)
         try:
             while not stop.is_set():
                 await consumer.maybe_reap()
                 jobs = await consumer.claim(batch_size)
                 if jobs is None:
                     continue
-                held.extend(jobs)
-                while held and not stop.is_set():
-                    job = held.popleft()
-                    if job.lease_lost:
-                        continue
-                    current = job
-                    consumer.watch(job)
+                out.held.extend(jobs)
+                while not stop.is_set() and (job := out.next()) is not None:
                     yield job
-                    consumer.unwatch(job)
-                    current = None
-                    if not job.acknowledged:
+                    if out.returned(job):
                         consumer.complete_later(job)
                         await consumer.after_ack()
                     await consumer.flush_if_due()
@@ -136,98 +99,66 @@ async def _generate(consumer: Consumer, stop: asyncio.Event, batch_size: int,
                 if len(jobs) < batch_size and not stop.is_set():
                     await consumer.wait(refresh=not jobs)
         finally:
-            if current is not None:
-                consumer.unwatch(current)
-                consumer.release_later(current)
-            for job in held:
-                if not job.lease_lost:
-                    consumer.release_later(job)
+            for job in out.left():
+                consumer.release_later(job)
             await consumer.close()
 
 
 async def _run_handler(jobs: AsyncJobIterator, handler: AsyncHandler) -> None:
     async with jobs:
         async for job in jobs:
-            await run_supervised(job, handler, stop=jobs._stop, grace=jobs._settings.shutdown_timeout,
+            await run_supervised(job, handler, stop=jobs._stop, grace=jobs.settings.shutdown_timeout,
                                  acker=jobs._consumer)
 
 
-@overload
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: AsyncHandler,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | float | None = None,
-    poll_interval: float | timedelta = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: asyncio.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | timedelta | None = REAP_INTERVAL,
-    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-    run_schedules: bool = True,
-    in_transaction: Literal[False] = False,
-) -> Coroutine[Any, Any, None]: ...
+async def _run_in_transaction(settings: WorkerSettings, handler: AsyncTxHandler, *, batch_size: int,
+                              stop: asyncio.Event | None, handle_signals: bool) -> None:
+    """``listen(..., in_transaction=True)``: one batch per queue in turn, each
+    in its own transaction on one connection (see ``sync_listen._TxLoop``)."""
+    stop = stop if stop is not None else asyncio.Event()
+    with stop_on_signals(handle_signals, stop):
+        consumer = make_consumer(settings, stop)
+        try:
+            while not stop.is_set():
+                await consumer.maybe_reap()
+                await consumer.looked()
+                taken = [0]
+                try:
+                    for queue in settings.queues:
+                        if stop.is_set():
+                            break
+                        async with consumer.work.connection() as conn:
+                            taken.append(await arun_batch(conn, queue, batch_size, handler))
+                except psycopg.OperationalError as error:
+                    await consumer.reconnect_later(error)
+                    continue
+                consumer.connected()
+                if max(taken) < batch_size and not stop.is_set():
+                    await consumer.wait(refresh=max(taken) == 0)
+        finally:
+            await consumer.close()
 
 
 @overload
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: AsyncTxHandler,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | float | None = None,
-    poll_interval: float | timedelta = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: asyncio.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | timedelta | None = REAP_INTERVAL,
-    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-    run_schedules: bool = True,
-    in_transaction: Literal[True],
-) -> Coroutine[Any, Any, None]: ...
+def listen(dsn: str, queues: str | Sequence[str], handler: AsyncHandler, *, stop: asyncio.Event | None = None,
+           in_transaction: Literal[False] = False,
+           **options: Unpack[ListenOptions]) -> Coroutine[Any, Any, None]: ...
 
 
 @overload
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: None = None,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | float | None = None,
-    poll_interval: float | timedelta = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: asyncio.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | timedelta | None = REAP_INTERVAL,
-    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-    run_schedules: bool = True,
-) -> AsyncJobIterator: ...
+def listen(dsn: str, queues: str | Sequence[str], handler: AsyncTxHandler, *,
+           stop: asyncio.Event | None = None, in_transaction: Literal[True],
+           **options: Unpack[ListenOptions]) -> Coroutine[Any, Any, None]: ...
 
 
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: AsyncHandler | AsyncTxHandler | None = None,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | float | None = None,
-    poll_interval: float | timedelta = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: asyncio.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | timedelta | None = REAP_INTERVAL,
-    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-    run_schedules: bool = True,
-    in_transaction: bool = False,
-) -> Coroutine[Any, Any, None] | AsyncJobIterator:
+@overload
+def listen(dsn: str, queues: str | Sequence[str], handler: None = None, *,
+           stop: asyncio.Event | None = None, **options: Unpack[ListenOptions]) -> AsyncJobIterator: ...
+
+
+def listen(dsn: str, queues: str | Sequence[str], handler: AsyncHandler | AsyncTxHandler | None = None, *,
+           stop: asyncio.Event | None = None, in_transaction: bool = False,
+           **options: Unpack[ListenOptions]) -> Coroutine[Any, Any, None] | AsyncJobIterator:
     """The asyncio :func:`pyqueue.listen`: with an async ``handler``, a
     coroutine that works the queues until stopped (``await`` it); without
     one, an :class:`AsyncJobIterator`. Same options, with an
@@ -242,25 +173,12 @@ def listen(
     ``shutdown_timeout`` seconds after a stop (the job fails with "shutdown
     timeout", the attempt counts). ``run_schedules``: as for the sync
     listen(). Authentication errors raise at once."""
-    checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval, lease=lease,
-                              reap_interval=reap_interval, shutdown_timeout=shutdown_timeout,
-                              use_listen=use_listen, name=worker_name, name_argument="worker_name",
-                              run_schedules=run_schedules)
-    _settings.flag("handle_signals", handle_signals)
-    _settings.flag("in_transaction", in_transaction)
-    _settings.instance("stop", stop, asyncio.Event, "an asyncio.Event")
-    if handler is not None and not callable(handler):
-        raise TypeError(f"handler must be callable, got {handler!r}")
-    settings = WorkerSettings(dsn, queue_list(queues), checked.lease, checked.poll_interval,
-                              checked.use_listen, checked.name or q.default_worker_name(),
-                              checked.reap_interval, checked.shutdown_timeout, checked.run_schedules)
+    setup = check_listen(dsn, queues, handler, options, in_transaction=in_transaction, stop=stop,
+                         event=asyncio.Event, event_name="an asyncio.Event")
     if in_transaction:
-        if handler is None:
-            raise ValueError("in_transaction=True needs a handler")
-        return listen_in_transaction(settings, handler, batch_size=batch_size,  # type: ignore[arg-type]
-                                     stop=stop, handle_signals=handle_signals)
-    jobs = AsyncJobIterator(settings, batch_size=checked.batch_size, stop=stop, handle_signals=handle_signals,
-                            ack_at_once=handler is None)
+        return _run_in_transaction(setup.settings, handler, batch_size=setup.batch_size,  # type: ignore[arg-type]
+                                   stop=stop, handle_signals=setup.handle_signals)
+    jobs = AsyncJobIterator(setup, stop=stop, ack_at_once=handler is None)
     if handler is None:
         return jobs
     return _run_handler(jobs, handler)  # type: ignore[arg-type]

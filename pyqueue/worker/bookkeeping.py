@@ -8,7 +8,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from uuid import UUID
@@ -112,36 +112,26 @@ class Acks:
         self._batch = AckBatch()
         self._oldest: float | None = None
 
-    def _added(self, job: JobRecord) -> None:
-        job._mark_acknowledged(sent=False)
-        if self._oldest is None:
-            self._oldest = time.monotonic()
-
     # Each returns False, and adds nothing, when the job was acknowledged
     # already: of a handler finishing and a timeout firing at the same
     # moment, exactly one acknowledgement is sent.
     def complete_later(self, job: JobRecord) -> bool:
-        with self._lock:
-            if job.acknowledged:
-                return False
-            self._batch.completes.append(job)
-            self._added(job)
-            return True
+        return self._add(job, lambda batch: batch.completes.append(job))
 
     def fail_later(self, job: JobRecord, error: str) -> bool:
-        with self._lock:
-            if job.acknowledged:
-                return False
-            self._batch.fails.append((job, error))
-            self._added(job)
-            return True
+        return self._add(job, lambda batch: batch.fails.append((job, error)))
 
     def release_later(self, job: JobRecord) -> bool:
-        with self._lock:
+        return self._add(job, lambda batch: batch.releases.append(job))
+
+    def _add(self, job: JobRecord, put: Callable[[AckBatch], None]) -> bool:
+        with self._lock:  # the batch is looked up under the lock: take() swaps it
             if job.acknowledged:
                 return False
-            self._batch.releases.append(job)
-            self._added(job)
+            put(self._batch)
+            job._mark_acknowledged(sent=False)
+            if self._oldest is None:
+                self._oldest = time.monotonic()
             return True
 
     def take(self) -> AckBatch:

@@ -23,131 +23,45 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, TypeVar
 
 import psycopg
 
 from pyqueue import _queries as q
 from pyqueue._db import undecodable
-from pyqueue.defaults import FOLLOWER_DELAY, PRUNE_BATCH, REAP_BATCH, SHUTDOWN_TIMEOUT
+from pyqueue.defaults import FOLLOWER_DELAY, PRUNE_BATCH, REAP_BATCH
 from pyqueue.errors import translate_errors
 from pyqueue.job import JobRecord
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue.worker.prune import PRUNE, PruneTimer
 from pyqueue.worker.schedules import ScheduleTimer
+from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
+from pyqueue.worker.settings import WorkerSettings
 
 logger = logging.getLogger("pyqueue.worker")
 
-T = TypeVar("T")
 J = TypeVar("J", bound=JobRecord)
-
-Source = Literal["work", "heartbeat", "listen"]
-
-
-# --- the I/O a script asks for ---------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Sql:
-    """Run ``query`` on a connection of ``on``; the result is the first column of
-    the first row (``rows="scalar"``), every row as a tuple (``"tuples"``), or
-    the rows of a claim as dicts with their payloads loaded (``"claimed"``)."""
-
-    query: str
-    params: Any = None
-    rows: Literal["scalar", "tuples", "claimed"] = "scalar"
-    on: Source = "work"
-
-
-@dataclass(frozen=True, slots=True)
-class Reset:
-    """Forget the connection(s) of ``on``: they may be broken (``"listen"``: close it)."""
-
-    on: Source
-
-
-@dataclass(frozen=True, slots=True)
-class Listen:
-    """Open the LISTEN connection if there is none (or it broke)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sleep:
-    """Sleep ``seconds``, but not past a stop."""
-
-    seconds: float
-
-
-Op = Sql | Reset | Listen | Sleep
-Script = Generator[Op, Any, T]
-
-
-class Step(Generic[T]):
-    """Runs a script for a driver: ``while step.next(): step.result = perform(step.op)``
-    (or ``step.error = exc``); then ``step.value`` is what the script returned."""
-
-    def __init__(self, script: Script[T]) -> None:
-        self._script = script
-        self.op: Op = Sleep(0.0)
-        self.result: Any = None
-        self.error: Exception | None = None
-        self.value: T
-
-    def next(self) -> bool:
-        """Hand the last result (or error) to the script; False once it returned."""
-        try:
-            if self.error is not None:
-                error, self.error = self.error, None
-                self.op = self._script.throw(error)
-            else:
-                self.op = self._script.send(self.result)
-        except StopIteration as stop:
-            self.value = stop.value
-            return False
-        self.result = None
-        return True
-
-
-def lost_connection(error: psycopg.Error) -> bool:
-    """Whether an OperationalError means the connection is gone (not, say, a
-    lock_timeout or a deadlock, after which the connection is still fine)."""
-    return error.sqlstate is None or error.sqlstate.startswith(("08", "57P"))
-
-
-def reason(error: BaseException) -> str:
-    return str(error).strip() or type(error).__name__
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """What a consumer needs to know of its worker, checked already (``pyqueue.worker.settings``)."""
-
-    dsn: str
-    queues: list[str]  # listened to, and asked next_run_at for
-    lease: timedelta | None
-    poll_interval: float
-    use_listen: bool
-    worker_name: str
-    reap_interval: float | None
-    shutdown_timeout: float | None = SHUTDOWN_TIMEOUT
-    run_schedules: bool = True
+S = TypeVar("S")  # where the driver gets its connections
 
 
 # --- the consumer ------------------------------------------------------------------
 
-class ConsumerCore(Generic[J]):
+class ConsumerCore(Generic[J, S]):
     """The state and the scripts of a consumer; a driver subclass runs them.
 
     ``make_job`` turns a claimed row into the driver's job (a ``Job`` bound
-    to sync connections, an ``AsyncJob`` to async ones).
+    to sync connections, an ``AsyncJob`` to async ones). ``work`` carries
+    the claims and acknowledgements, ``heartbeat`` the heartbeats.
     """
 
-    def __init__(self, settings: WorkerSettings, make_job: Callable[[q.ClaimedRow], J], *,
-                 claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
+    def __init__(self, settings: WorkerSettings, make_job: Callable[[q.ClaimedRow], J], *, work: S,
+                 heartbeat: S, claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
         self.settings = settings
+        self.work = work
+        self._heartbeat_source = heartbeat
         self.dsn = settings.dsn
         self.queues = list(settings.queues)
         self.claim_queues = self.queues if claim_queues is None else list(claim_queues)
@@ -187,7 +101,7 @@ class ConsumerCore(Generic[J]):
         if not self.use_listen:
             return
         try:
-            yield Listen()
+            opened = yield Listen()
         except psycopg.OperationalError as error:
             raise_if_fatal(error)
             self.listening = self._responder = False  # the driver closed what was left of it
@@ -196,6 +110,8 @@ class ConsumerCore(Generic[J]):
                                reason(error), self.poll_interval)
             self._listen_warned = True
         else:
+            if opened:
+                self._responder = False  # a session lock: not held on a new connection
             self.listening = True
             self._listen_warned = False
 

@@ -18,9 +18,7 @@ import logging
 
 import psycopg
 
-from pyqueue._db import ascalar, scalar
-from pyqueue.defaults import PRUNE_BATCH, PRUNE_INTERVAL
-from pyqueue.errors import translate_errors
+from pyqueue.defaults import PRUNE_INTERVAL
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import Every
 
@@ -58,14 +56,3 @@ class PruneTimer:
         logger.warning("jobq.prune() failed: %s", str(error).strip())
         self._every.restart()
         return isinstance(error, psycopg.OperationalError)
-
-
-def prune_due(timer: PruneTimer, conn: psycopg.Connection[object]) -> None:
-    """Call jobq.prune() on ``conn`` (errors: see PruneTimer.error)."""
-    with translate_errors():
-        timer.pruned(scalar(conn, PRUNE, (PRUNE_BATCH,)))
-
-
-async def aprune_due(timer: PruneTimer, conn: psycopg.AsyncConnection[object]) -> None:
-    with translate_errors():
-        timer.pruned(await ascalar(conn, PRUNE, (PRUNE_BATCH,)))

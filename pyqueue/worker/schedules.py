@@ -19,10 +19,7 @@ import time
 
 import psycopg
 
-from pyqueue import _queries as q
-from pyqueue._db import ascalar, scalar
 from pyqueue.defaults import SCHEDULES_CHECK_MAX, SCHEDULES_CHECK_MIN
-from pyqueue.errors import translate_errors
 from pyqueue.worker.auth import raise_if_fatal
 
 logger = logging.getLogger("pyqueue.worker")
@@ -72,14 +69,3 @@ class ScheduleTimer:
                        RETRY_AFTER_ERROR, str(error).strip())
         self.failed()
         return isinstance(error, psycopg.OperationalError)
-
-
-def run_due(timer: ScheduleTimer, conn: psycopg.Connection[object]) -> None:
-    """Call jobq.run_schedules() on ``conn`` if it is due (errors: see ScheduleTimer.error)."""
-    with translate_errors():
-        timer.result(scalar(conn, q.RUN_SCHEDULES))
-
-
-async def arun_due(timer: ScheduleTimer, conn: psycopg.AsyncConnection[object]) -> None:
-    with translate_errors():
-        timer.result(await ascalar(conn, q.RUN_SCHEDULES))

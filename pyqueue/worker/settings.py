@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from pyqueue.defaults import SHUTDOWN_TIMEOUT
+
 MAX_BATCH_SIZE = 1000  # jobq.claim's cap on n
 MAX_CONCURRENCY = 10000  # threads or tasks: anything above is a typo
 MIN_LEASE = timedelta(seconds=1)  # jobq's range for a lease
@@ -138,3 +140,18 @@ def check(
         name=worker_name(name_argument, name),
         run_schedules=flag("run_schedules", run_schedules),
     )
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a consumer needs to know of its worker, checked already (by ``check``)."""
+
+    dsn: str
+    queues: list[str]  # listened to, and asked next_run_at for
+    lease: timedelta | None
+    poll_interval: float
+    use_listen: bool
+    worker_name: str
+    reap_interval: float | None
+    shutdown_timeout: float | None = SHUTDOWN_TIMEOUT
+    run_schedules: bool = True

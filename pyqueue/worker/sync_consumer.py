@@ -19,17 +19,9 @@ from pyqueue._db import claimed_rows, scalar, tuples
 from pyqueue.defaults import LISTEN_APPLICATION_NAME
 from pyqueue.job import Job
 from pyqueue.worker.connections import Connection, ConnectionSource, connect, is_broken
-from pyqueue.worker.consumer import (
-    ConsumerCore,
-    Listen,
-    Op,
-    Reset,
-    Script,
-    Sql,
-    Step,
-    T,
-    WorkerSettings,
-)
+from pyqueue.worker.consumer import ConsumerCore
+from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sql, Step, T
+from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import RunningJobs
 from pyqueue.worker.wakeup import Wakeup
 
@@ -90,7 +82,7 @@ class Heartbeater:
             thread.join()
 
 
-class Consumer(ConsumerCore[Job]):
+class Consumer(ConsumerCore[Job, ConnectionSource]):
     """A worker's sync session with jobq (see ``pyqueue.worker.consumer``).
 
     ``work`` carries the claims and acknowledgements, ``heartbeat`` the
@@ -103,10 +95,9 @@ class Consumer(ConsumerCore[Job]):
                  heartbeat: ConnectionSource, jobs: ConnectionSource | None = None,
                  claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
         self.jobs = work if jobs is None else jobs
-        super().__init__(settings, self._job, claim_queues=claim_queues, ack_at_once=ack_at_once)
+        super().__init__(settings, self._job, work=work, heartbeat=heartbeat,
+                         claim_queues=claim_queues, ack_at_once=ack_at_once)
         self.wakeup = wakeup
-        self.work = work
-        self._heartbeat_source = heartbeat
         self._listen: Connection | None = None
         self.heartbeats = Heartbeater(self)
         # The jobs the handlers run: their execution timeouts and the shutdown grace.
@@ -137,7 +128,7 @@ class Consumer(ConsumerCore[Job]):
         if isinstance(op, Reset):
             self._reset(op)
         elif isinstance(op, Listen):
-            self._open_listen()
+            return self._open_listen()
         else:
             self.wakeup.wait(op.seconds)
         return None
@@ -151,9 +142,9 @@ class Consumer(ConsumerCore[Job]):
             self._listen.close()
             self._listen = None
 
-    def _open_listen(self) -> None:
+    def _open_listen(self) -> bool:
         if not is_broken(self._listen):
-            return
+            return False
         if self._listen is not None:
             self._listen.close()
             self._listen = None
@@ -164,6 +155,7 @@ class Consumer(ConsumerCore[Job]):
             conn.close()
             raise
         self._listen = conn
+        return True
 
     # --- what the workers call
     def held(self, jobs: Sequence[Job], claimed_at: float) -> float:

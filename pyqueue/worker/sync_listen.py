@@ -7,31 +7,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable, Generator, Sequence
-from datetime import timedelta
-from types import TracebackType
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import psycopg
 
-from pyqueue._queries import default_worker_name
-from pyqueue.defaults import (
-    BATCH_SIZE,
-    HEARTBEAT_APPLICATION_NAME,
-    POLL_INTERVAL,
-    REAP_INTERVAL,
-    SHUTDOWN_TIMEOUT,
-    WORKER_APPLICATION_NAME,
-)
+from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from pyqueue.job import Job
 from pyqueue.worker import settings as _settings
 from pyqueue.worker.connections import DedicatedConnection
-from pyqueue.worker.consumer import WorkerSettings
 from pyqueue.worker.in_transaction import TxHandler, run_batch
-from pyqueue.worker.settings import queue_list
+from pyqueue.worker.listen_core import HandOut, ListenOptions, ListenSetup, check_listen
+from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.sync_consumer import Consumer, run_job
 from pyqueue.worker.wakeup import Wakeup, stop_on_signals
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -84,54 +76,27 @@ class JobIterator:
     timeout") and the jobs held but not handed out are released.
     """
 
-    def __init__(
-        self,
-        dsn: str,
-        queues: Sequence[str],
-        *,
-        batch_size: int,
-        lease: timedelta | float | None,
-        poll_interval: float | timedelta,
-        use_listen: bool,
-        worker_name: str | None,
-        stop: threading.Event | None,
-        handle_signals: bool,
-        reap_interval: float | timedelta | None,
-        shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-        run_schedules: bool = True,
-        ack_at_once: bool = True,
-    ) -> None:
-        checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval, lease=lease,
-                                  reap_interval=reap_interval, shutdown_timeout=shutdown_timeout,
-                                  use_listen=use_listen, name=worker_name, name_argument="worker_name",
-                                  run_schedules=run_schedules)
-        _settings.flag("handle_signals", handle_signals)
-        _settings.instance("stop", stop, threading.Event, "a threading.Event")
-        self.dsn = dsn
-        self.queues = list(queues)
-        self.batch_size = checked.batch_size
-        self.lease = checked.lease
-        self.poll_interval = checked.poll_interval
-        self.use_listen = checked.use_listen
-        self.worker_name = checked.name or default_worker_name()
-        self.handle_signals = handle_signals
-        self.reap_interval = checked.reap_interval
-        self.shutdown_timeout = checked.shutdown_timeout
+    def __init__(self, setup: ListenSetup, *, stop: threading.Event | None, ack_at_once: bool = True) -> None:
+        self.settings = settings = setup.settings
+        self.batch_size = setup.batch_size
+        self.handle_signals = setup.handle_signals
+        # What the iterator was made with, as attributes (as ever).
+        self.dsn, self.queues, self.worker_name = settings.dsn, settings.queues, settings.worker_name
+        self.lease, self.poll_interval = settings.lease, settings.poll_interval
+        self.use_listen, self.reap_interval = settings.use_listen, settings.reap_interval
+        self.shutdown_timeout = settings.shutdown_timeout
         self._wakeup = Wakeup(stop)
-        prepare = self.use_listen
-        settings = WorkerSettings(dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
-                                  self.worker_name, self.reap_interval, self.shutdown_timeout,
-                                  checked.run_schedules)
+        dsn, prepare = settings.dsn, settings.use_listen
         self._consumer = Consumer(
             settings,
             wakeup=self._wakeup,
-            work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=prepare),
-            heartbeat=DedicatedConnection(self.dsn, HEARTBEAT_APPLICATION_NAME, prepare=prepare),
+            work=DedicatedConnection(dsn, WORKER_APPLICATION_NAME, prepare=prepare),
+            heartbeat=DedicatedConnection(dsn, HEARTBEAT_APPLICATION_NAME, prepare=prepare),
             ack_at_once=ack_at_once,
         )
         # The generator gets what it needs, not the iterator: no reference
         # cycle, so dropping the iterator closes the generator at once.
-        self._jobs = _generate(self._consumer, self._wakeup, self.batch_size, handle_signals)
+        self._jobs = _generate(self._consumer, self._wakeup, self.batch_size, self.handle_signals)
 
     def __iter__(self) -> JobIterator:
         return self
@@ -154,12 +119,7 @@ class JobIterator:
     def __enter__(self) -> JobIterator:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -169,119 +129,56 @@ def _generate(consumer: Consumer, wakeup: Wakeup, batch_size: int,
     generator is closed (explicitly, or when the iterator is dropped)."""
     try:
         with stop_on_signals(handle_signals, wakeup):
-            held: deque[Job] = deque()
-            current: Job | None = None
+            out: HandOut[Job] = HandOut(consumer.running.started, consumer.running.finished)
             try:
                 while not wakeup.stopped:
                     consumer.maybe_reap()
                     jobs = consumer.claim(batch_size)
                     if jobs is None:
                         continue  # the database was unreachable; backed off, try again
-                    held.extend(jobs)
-                    while held and not wakeup.stopped:
-                        job = held.popleft()
-                        if job.lease_lost:
-                            continue
-                        current = job
-                        consumer.running.started(job)
+                    out.held.extend(jobs)
+                    while not wakeup.stopped and (job := out.next()) is not None:
                         yield job
-                        consumer.running.finished(job)
-                        current = None
-                        if not job.acknowledged:
+                        if out.returned(job):
                             consumer.complete_later(job)
                         consumer.flush_if_due()
                     consumer.flush()
                     if len(jobs) < batch_size and not wakeup.stopped:
                         consumer.wait(refresh=not jobs)
             finally:
-                if current is not None:
-                    consumer.running.finished(current)
-                    consumer.release_later(current)
-                for job in held:
-                    if not job.lease_lost:
-                        consumer.release_later(job)
+                for job in out.left():
+                    consumer.release_later(job)
                 consumer.close()
     finally:
         wakeup.close()
 
 
 @overload
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: Handler,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | float | None = None,
-    poll_interval: float | timedelta = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: threading.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | timedelta | None = REAP_INTERVAL,
-    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-    run_schedules: bool = True,
-    in_transaction: Literal[False] = False,
-) -> None: ...
+def listen(dsn: str, queues: str | Sequence[str], handler: Handler, *, stop: threading.Event | None = None,
+           in_transaction: Literal[False] = False, **options: Unpack[ListenOptions]) -> None: ...
 
 
 @overload
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: TxHandler,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | float | None = None,
-    poll_interval: float | timedelta = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: threading.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | timedelta | None = REAP_INTERVAL,
-    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-    run_schedules: bool = True,
-    in_transaction: Literal[True],
-) -> None: ...
+def listen(dsn: str, queues: str | Sequence[str], handler: TxHandler, *, stop: threading.Event | None = None,
+           in_transaction: Literal[True], **options: Unpack[ListenOptions]) -> None: ...
 
 
 @overload
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: None = None,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | float | None = None,
-    poll_interval: float | timedelta = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: threading.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | timedelta | None = REAP_INTERVAL,
-    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-    run_schedules: bool = True,
-) -> JobIterator: ...
+def listen(dsn: str, queues: str | Sequence[str], handler: None = None, *,
+           stop: threading.Event | None = None, **options: Unpack[ListenOptions]) -> JobIterator: ...
 
 
-def listen(
-    dsn: str,
-    queues: str | Sequence[str],
-    handler: Handler | TxHandler | None = None,
-    *,
-    batch_size: int = BATCH_SIZE,
-    lease: timedelta | float | None = None,
-    poll_interval: float | timedelta = POLL_INTERVAL,
-    use_listen: bool = True,
-    worker_name: str | None = None,
-    stop: threading.Event | None = None,
-    handle_signals: bool = True,
-    reap_interval: float | timedelta | None = REAP_INTERVAL,
-    shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-    run_schedules: bool = True,
-    in_transaction: bool = False,
-) -> JobIterator | None:
+def listen(dsn: str, queues: str | Sequence[str], handler: Handler | TxHandler | None = None, *,
+           stop: threading.Event | None = None, in_transaction: bool = False,
+           **options: Unpack[ListenOptions]) -> JobIterator | None:
     """Work the jobs of ``queues``, in the calling thread.
+
+    Options (``pyqueue.worker.listen_core.ListenOptions``, all keyword):
+    ``batch_size=10``, ``lease=None``, ``poll_interval=5.0``,
+    ``use_listen=True``, ``worker_name=None``, ``stop=None``,
+    ``handle_signals=True``, ``reap_interval=30.0``,
+    ``shutdown_timeout=30.0``, ``run_schedules=True``,
+    ``in_transaction=False`` (the defaults are in ``pyqueue.defaults``).
 
     With a ``handler``, call it for each claimed job until stopped, then
     return None: a return completes the job, an exception fails it with
@@ -332,38 +229,16 @@ def listen(
     crash leaves every job of the batch ready again. No lease, no
     heartbeat. A stop ends the loop after the current batch.
     """
-    names = queue_list(queues)
-    _settings.flag("in_transaction", in_transaction)
-    if handler is not None and not callable(handler):
-        raise TypeError(f"handler must be callable, got {handler!r}")
+    if in_transaction is True:  # no lease, no shutdown grace: those options are not used
+        options = {k: v for k, v in options.items()  # type: ignore[assignment]
+                   if k not in ("lease", "shutdown_timeout")}
+    setup = check_listen(dsn, queues, handler, options, in_transaction=in_transaction, stop=stop,
+                         event=threading.Event, event_name="a threading.Event")
     if in_transaction:
-        if handler is None:
-            raise ValueError("in_transaction=True needs a handler")
-        checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval,
-                                  reap_interval=reap_interval, use_listen=use_listen, name=worker_name,
-                                  name_argument="worker_name", run_schedules=run_schedules)
-        _settings.flag("handle_signals", handle_signals)
-        _settings.instance("stop", stop, threading.Event, "a threading.Event")
-        _TxLoop(dsn, names, handler, batch_size=checked.batch_size,  # type: ignore[arg-type]
-                poll_interval=checked.poll_interval, use_listen=checked.use_listen,
-                worker_name=checked.name or default_worker_name(), stop=stop,
-                reap_interval=checked.reap_interval, run_schedules=checked.run_schedules).run(handle_signals)
+        _TxLoop(setup.settings, handler, batch_size=setup.batch_size,  # type: ignore[arg-type]
+                stop=stop).run(setup.handle_signals)
         return None
-    jobs = JobIterator(
-        dsn,
-        names,
-        batch_size=batch_size,
-        lease=lease,
-        poll_interval=poll_interval,
-        use_listen=use_listen,
-        worker_name=worker_name,
-        stop=stop,
-        handle_signals=handle_signals,
-        reap_interval=reap_interval,
-        shutdown_timeout=shutdown_timeout,
-        run_schedules=run_schedules,
-        ack_at_once=handler is None,
-    )
+    jobs = JobIterator(setup, stop=stop, ack_at_once=handler is None)
     if handler is None:
         return jobs
     with jobs:
@@ -376,16 +251,13 @@ class _TxLoop:
     """listen(..., in_transaction=True): batches taken and run in one
     transaction each, queue after queue, on one connection."""
 
-    def __init__(self, dsn: str, queues: list[str], handler: TxHandler, *, batch_size: int,
-                 poll_interval: float, use_listen: bool, worker_name: str,
-                 stop: threading.Event | None, reap_interval: float | None, run_schedules: bool) -> None:
-        self.queues = queues
+    def __init__(self, settings: WorkerSettings, handler: TxHandler, *, batch_size: int,
+                 stop: threading.Event | None) -> None:
+        self.queues = settings.queues
         self.handler = handler
         self.batch_size = batch_size
         self.wakeup = Wakeup(stop)
-        work = DedicatedConnection(dsn, WORKER_APPLICATION_NAME, prepare=use_listen)
-        settings = WorkerSettings(dsn, queues, None, poll_interval, use_listen, worker_name, reap_interval,
-                                  run_schedules=run_schedules)
+        work = DedicatedConnection(settings.dsn, WORKER_APPLICATION_NAME, prepare=settings.use_listen)
         self.consumer = Consumer(settings, wakeup=self.wakeup, work=work, heartbeat=work)
 
     def run(self, handle_signals: bool) -> None:

@@ -17,42 +17,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from datetime import timedelta
 from functools import partial
-from typing import Literal, TypeVar, overload
 
-import psycopg
-
-from pyqueue._queries import default_worker_name
-from pyqueue.defaults import (
-    BATCH_SIZE,
-    CONCURRENCY,
-    POLL_INTERVAL,
-    REAP_INTERVAL,
-    SHUTDOWN_TIMEOUT,
-    TX_PARALLEL_AFTER,
-    WORKER_APPLICATION_NAME,
-)
+from pyqueue.defaults import WORKER_APPLICATION_NAME
 from pyqueue.job import Job, JobRecord
-from pyqueue.worker import settings as _settings
-from pyqueue.worker.auth import fatal_error
-from pyqueue.worker.bookkeeping import Backoff
 from pyqueue.worker.connections import DedicatedConnection, PooledConnections
-from pyqueue.worker.consumer import WorkerSettings
 from pyqueue.worker.handler_threads import HandlerThreads
 from pyqueue.worker.in_transaction import TxHandler, run_batch
 from pyqueue.worker.sync_consumer import Consumer, run_job
 from pyqueue.worker.sync_listen import Handler
 from pyqueue.worker.wakeup import Wakeup, stop_on_signals
+from pyqueue.worker.worker_core import Rounds, WorkerCore
 
 logger = logging.getLogger("pyqueue.worker")
 
-H = TypeVar("H", bound=Handler)
-TH = TypeVar("TH", bound=TxHandler)
 
-
-class Worker:
+class Worker(WorkerCore[Handler, TxHandler]):
     """Handlers registered per queue, run concurrently by ``concurrency`` threads.
 
     The handler threads share a psycopg_pool ConnectionPool (the jobs' own
@@ -121,87 +101,11 @@ class Worker:
     with backoff.
     """
 
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        concurrency: int = CONCURRENCY,
-        batch_size: int = BATCH_SIZE,
-        lease: timedelta | float | None = None,
-        poll_interval: float | timedelta = POLL_INTERVAL,
-        use_listen: bool = True,
-        name: str | None = None,
-        reap_interval: float | timedelta | None = REAP_INTERVAL,
-        shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
-        run_schedules: bool = True,
-    ) -> None:
-        checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency,
-                                  lease=lease, reap_interval=reap_interval, shutdown_timeout=shutdown_timeout,
-                                  use_listen=use_listen, name=name, run_schedules=run_schedules)
-        if not isinstance(dsn, str):
-            raise TypeError(f"dsn must be a connection string (str), got {type(dsn).__name__}")
-        self.dsn = dsn
-        self.concurrency = checked.concurrency
-        self.batch_size = checked.batch_size
-        self.lease = checked.lease
-        self.poll_interval = checked.poll_interval
-        self.use_listen = checked.use_listen
-        self.name = checked.name or default_worker_name()
-        self.reap_interval = checked.reap_interval
-        self.shutdown_timeout = checked.shutdown_timeout
-        self.run_schedules = checked.run_schedules
-        self._handlers: dict[str, Handler] = {}
-        self._tx_handlers: dict[str, TxHandler] = {}
-        self._order: list[str] = []
+    def _prepare(self) -> None:
         self._wakeup = Wakeup()
-        self._lock = threading.Lock()
         self._held = 0  # leased jobs handed to the threads and not finished
         self._executing: dict[int, int] = {}  # job id -> ident of the thread running its handler
         self._given_up: set[int] = set()  # jobs whose handler timed out and has not returned yet
-        self._running = False
-        # In-transaction queues: which may have ready jobs, how many batches run.
-        self._tx_wanted: dict[str, bool] = {}
-        self._tx_busy = 0
-        self._tx_empty = False  # a take came back empty since the loop last waited
-        self._tx_backoff = Backoff()
-        self._fatal: BaseException | None = None
-
-    @property
-    def queues(self) -> list[str]:
-        return list(self._order)
-
-    @overload
-    def register(self, queue: str, fn: Handler, *, in_transaction: Literal[False] = False) -> None: ...
-
-    @overload
-    def register(self, queue: str, fn: TxHandler, *, in_transaction: Literal[True]) -> None: ...
-
-    def register(self, queue: str, fn: Handler | TxHandler, *, in_transaction: bool = False) -> None:
-        """Run ``fn(job)`` for the jobs of ``queue``: a leased :class:`pyqueue.Job`,
-        or with ``in_transaction=True`` a :class:`pyqueue.TxJob` inside the
-        transaction that took it (see the class docstring)."""
-        if queue in self._order:
-            raise ValueError(f"queue {queue!r} already has a handler")
-        if in_transaction:
-            self._tx_handlers[queue] = fn  # type: ignore[assignment]
-        else:
-            self._handlers[queue] = fn  # type: ignore[assignment]
-        self._order.append(queue)
-
-    @overload
-    def handler(self, queue: str, *, in_transaction: Literal[False] = False) -> Callable[[H], H]: ...
-
-    @overload
-    def handler(self, queue: str, *, in_transaction: Literal[True]) -> Callable[[TH], TH]: ...
-
-    def handler(self, queue: str, *, in_transaction: bool = False) -> Callable[[H], H] | Callable[[TH], TH]:
-        """Decorator form of :meth:`register`."""
-
-        def decorate(fn: H) -> H:
-            self.register(queue, fn, in_transaction=in_transaction)  # type: ignore[call-overload]
-            return fn
-
-        return decorate
 
     def stop(self) -> None:
         """Stop claiming; ``run()`` returns once the started jobs (and batches) are
@@ -211,18 +115,10 @@ class Worker:
     def run(self, *, handle_signals: bool = True) -> None:
         """Work until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``
         (main thread only)."""
-        if not self._order:
-            raise ValueError("register a handler first (worker.register or @worker.handler)")
-        with self._lock:
-            if self._running:
-                raise RuntimeError("a Worker runs once: make a new one to run again")
-            self._running = True
+        settings = self._start("a Worker")
         with stop_on_signals(handle_signals, self._wakeup):
             pool = PooledConnections(self.dsn, WORKER_APPLICATION_NAME, size=self.concurrency + 1,
                                      prepare=self.use_listen)
-            settings = WorkerSettings(self.dsn, self.queues, self.lease, self.poll_interval,
-                                      self.use_listen, self.name, self.reap_interval, self.shutdown_timeout,
-                                      self.run_schedules)
             consumer = Consumer(
                 settings,
                 claim_queues=list(self._handlers),
@@ -247,36 +143,27 @@ class Worker:
             raise self._fatal
 
     def _loop(self, consumer: Consumer, threads: HandlerThreads, pool: PooledConnections) -> None:
-        batch, threshold = self.batch_size, self.concurrency
-        leased = bool(self._handlers)
-        self._tx_wanted = dict.fromkeys(self._tx_handlers, True)
-        want = leased  # a leased claim may find jobs
-        refresh = False  # a claim came back empty: ask for the next run_at before waiting
+        rounds = Rounds(self.batch_size, self.concurrency, bool(self._handlers))
         while not self._wakeup.stopped:
             consumer.maybe_reap()
-            if want and self._held <= threshold:
-                jobs = consumer.claim(batch)
+            if rounds.claim_now(self._held):
+                jobs = consumer.claim(rounds.batch)
                 if jobs is None:
                     continue  # the database was unreachable; backed off, try again
                 if jobs:
                     with self._lock:
                         self._held += len(jobs)
                     threads.put_many([partial(self._execute, consumer, job) for job in jobs])
-                if len(jobs) < batch:
-                    want, refresh = False, refresh or not jobs
-            self._start_batches(consumer, threads, pool)
-            pending = consumer.acks.pending()
-            if pending and (pending >= batch or self._held == 0 or consumer.acks.seconds_until_due() <= 0):
+                rounds.claimed(len(jobs))
+            if start := self._batches_to_start():
+                consumer.looked()
+                threads.put_many([partial(self._run_batches, queue, pool) for queue in start])
+            if rounds.flush_now(consumer.acks, self._held):
                 consumer.flush()  # a batch's worth, or idle, or waited long enough
-            if (want and self._held <= threshold) or self._batch_startable():
+            if rounds.claim_now(self._held) or self._batch_startable():
                 continue
-            with self._lock:
-                refresh, self._tx_empty = refresh or self._tx_empty, False
-            if consumer.wait(refresh=refresh, respond=self._held <= threshold):
-                want = leased
-                with self._lock:
-                    self._tx_wanted = dict.fromkeys(self._tx_wanted, True)
-            refresh = False
+            if consumer.wait(refresh=self._refresh(rounds), respond=rounds.respond(self._held)):
+                self._woke(rounds)
 
     def _execute(self, consumer: Consumer, job: Job) -> None:
         try:
@@ -319,60 +206,27 @@ class Worker:
         threads.replace(thread)
         self._wakeup.poke()
 
-    # --- in-transaction queues
-    def _batch_startable(self) -> bool:
-        with self._lock:
-            return self._tx_busy < self.concurrency and any(self._tx_wanted.values())
-
-    def _start_batches(self, consumer: Consumer, threads: HandlerThreads, pool: PooledConnections) -> None:
-        start = []
-        with self._lock:
-            for queue, wanted in self._tx_wanted.items():
-                if wanted and self._tx_busy < self.concurrency:
-                    self._tx_wanted[queue] = False
-                    self._tx_busy += 1
-                    start.append(partial(self._run_batches, queue, pool))
-        if start:
-            consumer.looked()
-            threads.put_many(start)
-
     def _run_batches(self, queue: str, pool: PooledConnections) -> None:
-        """Batches of ``queue`` one after the other while they come back full."""
+        """Batches of ``queue`` (in a handler thread) one after the other while
+        they come back full."""
         handler = self._tx_handlers[queue]
         try:
             while not self._wakeup.stopped:
                 started = time.monotonic()
                 with pool.connection() as conn:
                     taken = run_batch(conn, queue, self.batch_size, handler)
-                if self._tx_backoff.failures:
-                    logger.info("reconnected to the database")
-                    self._tx_backoff.reset()
-                if taken < self.batch_size:
-                    if taken == 0:
-                        with self._lock:
-                            self._tx_empty = True
+                more = self._batch_ran(queue, taken, started)
+                if more is None:
                     return
-                if time.monotonic() - started >= TX_PARALLEL_AFTER:
-                    with self._lock:
-                        self._tx_wanted[queue] = True  # a full, slow batch: one more in parallel helps
+                if more:
                     self._wakeup.poke()
-        except psycopg.OperationalError as error:
-            if fatal_error(error):
-                logger.error("batch of queue %r failed, stopping the worker: %s", queue, error)
-                self._fatal = error
-                self._wakeup.stop()
-                return
-            delay = self._tx_backoff.next_delay()
-            logger.warning("batch of queue %r failed (%s); the jobs are back; trying again in %.1f s",
-                           queue, str(error).strip() or type(error).__name__, delay)
-            self._wakeup.event.wait(delay)
-            with self._lock:
-                self._tx_wanted[queue] = True
         except BaseException as error:
-            logger.error("batch of queue %r failed, stopping the worker: %s", queue, error)
-            self._fatal = error
-            self._wakeup.stop()
+            delay = self._batch_failed(queue, error)
+            if delay is None:
+                self._wakeup.stop()
+            else:
+                self._wakeup.event.wait(delay)
+                self._batch_retry(queue)
         finally:
-            with self._lock:
-                self._tx_busy -= 1
+            self._batch_ended()
             self._wakeup.poke()
