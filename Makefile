@@ -74,7 +74,7 @@ examples-deps:
 	chmod -R a+rX examples/node/node_modules
 
 lint: venv
-	$(VENV)/bin/ruff check pyqueue tests
+	$(VENV)/bin/ruff check pyqueue tests tools
 	$(VENV)/bin/mypy
 	@# every full install script alone, every upgrade step after its base script;
 	@# pgspot must exit 0 and report nothing
