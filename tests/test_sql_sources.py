@@ -76,6 +76,20 @@ def source_functions() -> list[tuple[str, str, str]]:
     return found
 
 
+def current_template() -> Path:
+    """The upgrade template to the default version (the only one in sql/src/upgrades)."""
+    templates = sorted((SRC_DIR / "upgrades").glob("*.sql"))
+    assert [p.name for p in templates] == [f"{templates[0].name.split('--')[0]}--{default_version()}.sql"], (
+        f"sql/src/upgrades holds exactly one template, to {default_version()}: {[p.name for p in templates]}"
+    )
+    return templates[0]
+
+
+def next_minor(version: str) -> str:
+    major, minor, _ = version.split(".")
+    return f"{major}.{int(minor) + 1}.0"
+
+
 @pytest.fixture
 def sql_copy(tmp_path: Path) -> Path:
     """A checkout root holding a copy of the real sql/ (sources, templates, scripts)."""
@@ -196,20 +210,20 @@ def assert_refused(root: Path, *messages: str) -> None:
 
 
 def test_an_unknown_function_in_a_directive_is_refused(sql_copy: Path) -> None:
-    template = sql_copy / "sql/src/upgrades/0.3.0--0.4.0.sql"
+    template = sql_copy / "sql/src/upgrades" / current_template().name
     edit(template, "-- @replace-function jobq.reap(integer)", "-- @replace-function jobq.reap(bigint)")
     line = (
         template.read_text(encoding="utf-8").split("\n").index("-- @replace-function jobq.reap(bigint)") + 1
     )
     assert_refused(
         sql_copy,
-        f"0.3.0--0.4.0.sql:{line}: unknown function jobq.reap(bigint)",
+        f"{template.name}:{line}: unknown function jobq.reap(bigint)",
         "the sources define jobq.reap(integer)",
     )
 
 
 def test_a_misspelled_directive_is_refused(sql_copy: Path) -> None:
-    template = sql_copy / "sql/src/upgrades/0.3.0--0.4.0.sql"
+    template = sql_copy / "sql/src/upgrades" / current_template().name
     edit(template, "-- @replace-function jobq.reap(integer)", "-- @replace_function jobq.reap(integer)")
     assert_refused(sql_copy, "unknown directive '-- @replace_function jobq.reap(integer)'")
 
@@ -235,11 +249,22 @@ def test_a_function_without_its_comment_is_refused(sql_copy: Path) -> None:
 
 
 def test_changing_a_released_version_is_refused(sql_copy: Path) -> None:
+    version = default_version()
+    # The default version released (as it is once frozen; frozen here in the copy when not yet).
+    assert run_tool("freeze", root=sql_copy).returncode == 0
     edit(sql_copy / "sql/src/claim.sql", "-- Lease up to n ready jobs", "-- Lease at most n ready jobs")
-    assert_refused(sql_copy, "sql/jobq--0.4.0.sql is released", "set default_version in sql/jobq.control")
+    template = sql_copy / "sql/src/upgrades" / current_template().name
+    directive = "-- @replace-function jobq.claim(text, integer, text, interval)\n"
+    if directive not in template.read_text(encoding="utf-8"):
+        # the step brings the change in: only the release refuses it
+        with template.open("a", encoding="utf-8") as out:
+            out.write(directive)
+    assert_refused(
+        sql_copy, f"sql/jobq--{version}.sql is released", "set default_version in sql/jobq.control"
+    )
     checked = run_tool("check", root=sql_copy)
     assert checked.returncode == 1
-    assert "jobq--0.4.0.sql is stale" in checked.stderr and "run make sql" in checked.stderr
+    assert f"jobq--{version}.sql is stale" in checked.stderr and "run make sql" in checked.stderr
 
 
 def test_a_changed_released_script_fails_the_check(sql_copy: Path) -> None:
@@ -251,46 +276,54 @@ def test_a_changed_released_script_fails_the_check(sql_copy: Path) -> None:
 
 
 def test_a_template_that_leaves_out_a_changed_function_is_refused(sql_copy: Path) -> None:
-    edit(sql_copy / "sql/src/upgrades/0.3.0--0.4.0.sql", "-- @replace-function jobq.reap(integer)\n", "")
+    template = sql_copy / "sql/src/upgrades" / current_template().name
+    edit(template, "-- @replace-function jobq.reap(integer)\n", "")
     assert_refused(sql_copy, "new or changed since the release it upgrades but not in it: jobq.reap(integer)")
 
 
-# --- the next version: how 0.5.0 is made ---------------------------------------
+# --- the next version: how the one after the default version is made ----------
 
 
 def test_the_next_version_is_assembled_frozen_and_then_refused(sql_copy: Path) -> None:
     sql = sql_copy / "sql"
-    edit(sql / "jobq.control", "default_version = '0.4.0'", "default_version = '0.5.0'")
-    old_template = sql / "src/upgrades/0.3.0--0.4.0.sql"
+    version = default_version()
+    after = next_minor(version)
+    assert run_tool("freeze", root=sql_copy).returncode == 0, "the default version released (in the copy)"
+    edit(sql / "jobq.control", f"default_version = '{version}'", f"default_version = '{after}'")
+    old_template = sql / "src/upgrades" / current_template().name
     assert_refused(
-        sql_copy, "0.3.0--0.4.0.sql: upgrades to 0.4.0, but the sources hold 0.5.0", "delete this template"
+        sql_copy,
+        f"{old_template.name}: upgrades to {version}, but the sources hold {after}",
+        "delete this template",
     )
     old_template.unlink()
-    assert_refused(sql_copy, "no upgrade template to 0.5.0", "add 0.4.0--0.5.0.sql")
+    assert_refused(sql_copy, f"no upgrade template to {after}", f"add {version}--{after}.sql")
     edit(sql / "src/claim.sql", "-- Lease up to n ready jobs", "-- Lease at most n ready jobs")
-    template = sql / "src/upgrades/0.4.0--0.5.0.sql"
-    template.write_text("-- jobq 0.4.0 → 0.5.0\n-- @replace-function jobq.version()\n", encoding="utf-8")
+    template = sql / f"src/upgrades/{version}--{after}.sql"
+    template.write_text(
+        f"-- jobq {version} → {after}\n-- @replace-function jobq.version()\n", encoding="utf-8"
+    )
     assert_refused(sql_copy, "not in it: jobq.claim(text,integer,text,interval)")
     template.write_text(
-        "-- jobq 0.4.0 → 0.5.0\n-- @replace-function jobq.version()\n\n"
+        f"-- jobq {version} → {after}\n-- @replace-function jobq.version()\n\n"
         "-- @replace-function jobq.claim(text, integer, text, interval)\n",
         encoding="utf-8",
     )
     built = run_tool("build", root=sql_copy)
     assert built.returncode == 0, built.stderr
-    install = (sql / "jobq--0.5.0.sql").read_text(encoding="utf-8")
-    assert install.startswith("-- jobq 0.5.0 — ") and "SELECT '0.5.0'::text" in install
+    install = (sql / f"jobq--{after}.sql").read_text(encoding="utf-8")
+    assert install.startswith(f"-- jobq {after} — ") and f"SELECT '{after}'::text" in install
     assert "-- Lease at most n ready jobs" in install
-    upgrade = (sql / "jobq--0.4.0--0.5.0.sql").read_text(encoding="utf-8")
-    assert upgrade.count("CREATE OR REPLACE FUNCTION") == 2 and "SELECT '0.5.0'::text" in upgrade
-    assert (sql / "jobq--0.4.0.sql").read_bytes() == (SQL_DIR / "jobq--0.4.0.sql").read_bytes()
+    upgrade = (sql / f"jobq--{version}--{after}.sql").read_text(encoding="utf-8")
+    assert upgrade.count("CREATE OR REPLACE FUNCTION") == 2 and f"SELECT '{after}'::text" in upgrade
+    assert (sql / f"jobq--{version}.sql").read_bytes() == (SQL_DIR / f"jobq--{version}.sql").read_bytes()
     assert run_tool("check", root=sql_copy).returncode == 0
     frozen = run_tool("freeze", root=sql_copy)
     assert frozen.returncode == 0, frozen.stderr
-    assert "jobq--0.5.0.sql  " not in RELEASED.read_text(encoding="utf-8")
+    assert f"jobq--{after}.sql  " not in RELEASED.read_text(encoding="utf-8")
     assert (sql / "released.sha256").read_text(encoding="utf-8").splitlines()[-2:] == [
         f"{hashlib.sha256((sql / name).read_bytes()).hexdigest()}  {name}"
-        for name in ("jobq--0.4.0--0.5.0.sql", "jobq--0.5.0.sql")
+        for name in (f"jobq--{version}--{after}.sql", f"jobq--{after}.sql")
     ]
     edit(sql / "src/claim.sql", "-- Lease at most n ready jobs", "-- Lease n ready jobs or fewer")
-    assert_refused(sql_copy, "sql/jobq--0.5.0.sql is released")
+    assert_refused(sql_copy, f"sql/jobq--{after}.sql is released")

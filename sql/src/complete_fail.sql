@@ -34,7 +34,8 @@ DECLARE
 BEGIN
     -- Record a failed attempt of a job this transaction holds (jobq.hold):
     -- it retries after backoff (or at retry_at), or goes to dead letter when
-    -- its attempts are used up, as jobq.fail() does for a leased job. False
+    -- its attempts are used up, as jobq.fail() does for a leased job (the
+    -- error joins the job's error history, worker session_user). False
     -- (and no change) when the job is not ready and due (hold took only
     -- those; a job failed once already waits for its retry), or another
     -- transaction holds it.
@@ -57,6 +58,7 @@ BEGIN
         RETURN false;
     END IF;
     INSERT INTO jobq._counter (queue, bucket, failed) VALUES (v_job.queue, date_trunc('minute', now()), 1);
+    PERFORM jobq._record_errors(ARRAY[v_job.id], ARRAY[v_job.attempts + 1], ARRAY[v_error], ARRAY[session_user::text]);
     IF v_job.attempts + 1 >= v_job.max_attempts THEN
         PERFORM jobq._finish(ARRAY[v_job.id], NULL, 'dead', v_error, true);
         RETURN true;
@@ -137,7 +139,8 @@ DECLARE
 BEGIN
     -- Record a failed attempt of a job held under lease_token: retry after
     -- exponential backoff with jitter (or at retry_at), or dead-letter it when
-    -- its attempts are used up. False (and no change) when the lease was lost.
+    -- its attempts are used up. The error joins the job's error history
+    -- (jobq.job_errors). False (and no change) when the lease was lost.
     PERFORM jobq._check_lease_args(fail.id, fail.lease_token);
     PERFORM jobq._check_error(fail.error);
     IF fail.retry_at IS NOT NULL THEN
@@ -151,6 +154,7 @@ BEGIN
         RETURN false;
     END IF;
     INSERT INTO jobq._counter (queue, bucket, failed) VALUES (v_job.queue, date_trunc('minute', now()), 1);
+    PERFORM jobq._record_errors(ARRAY[v_job.id], ARRAY[v_job.attempts], ARRAY[v_error], ARRAY[v_job.worker]);
 
     IF v_job.attempts >= v_job.max_attempts THEN
         PERFORM jobq._finish(ARRAY[v_job.id], ARRAY[v_job.lease_token], 'dead', v_error);
@@ -167,6 +171,7 @@ BEGIN
                                                       random())),
         lease_token = NULL,
         lease_expires_at = NULL,
+        heartbeat_at = NULL,
         last_error = v_error
     WHERE j.id = v_job.id;
     -- A freed concurrency slot or group, or a retry already due: let workers look.
@@ -186,14 +191,16 @@ DECLARE
     v_queue text;
 BEGIN
     -- Extend the lease of a job still held under lease_token to now() +
-    -- extend (default: the queue's lease). False when the lease was lost.
-    -- A job that lives to be heart-beaten is long-running: it is parked (out
-    -- of the claim index), so claims do not step over it while it runs.
+    -- extend (default: the queue's lease), and note the time (heartbeat_at).
+    -- False when the lease was lost. A job that lives to be heart-beaten is
+    -- long-running: it is parked (out of the claim index), so claims do not
+    -- step over it while it runs.
     PERFORM jobq._check_lease_args(heartbeat.id, heartbeat.lease_token);
     PERFORM jobq._check_interval(heartbeat.extend, 'extend', interval '1 second', interval '1 day');
     UPDATE jobq._job AS j
     SET lease_expires_at = clock_timestamp()
                            + coalesce(heartbeat.extend, (jobq._settings(j.queue)).lease),
+        heartbeat_at = clock_timestamp(),
         parked = true
     WHERE j.id = heartbeat.id AND j.lease_token = heartbeat.lease_token
     RETURNING j.queue INTO v_queue;
@@ -220,7 +227,8 @@ BEGIN
         parked = false,
         attempts = greatest(j.attempts - 1, 0),
         lease_token = NULL,
-        lease_expires_at = NULL
+        lease_expires_at = NULL,
+        heartbeat_at = NULL
     WHERE j.id = release.id AND j.lease_token = release.lease_token
     RETURNING j.queue INTO v_queue;
     IF v_queue IS NULL THEN
@@ -252,7 +260,8 @@ BEGIN
         run_at = snooze.run_at,
         attempts = greatest(j.attempts - 1, 0),
         lease_token = NULL,
-        lease_expires_at = NULL
+        lease_expires_at = NULL,
+        heartbeat_at = NULL
     WHERE j.id = snooze.id AND j.lease_token = snooze.lease_token
     RETURNING j.queue INTO v_queue;
     IF v_queue IS NULL THEN

@@ -13,6 +13,7 @@ DECLARE
     v_keyed_ids bigint[];
     v_keyed_queues text[];
     v_keys text[];
+    v_erred bigint[];
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
@@ -24,7 +25,9 @@ BEGIN
     -- their queue's retention is over 0. A completed job with a job_key
     -- records its completion in jobq._key_done (for enqueue's unique_for). Finishing a serial-group job or a job
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
-    -- workers. Returns the ids that left the live table.
+    -- workers. A job that leaves no history takes its error history
+    -- (jobq._job_error) with it; only a job that failed before (last_error
+    -- set) has any. Returns the ids that left the live table.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
         -- transaction holds is skipped, never waited for.
@@ -40,16 +43,22 @@ BEGIN
             WHERE j.id = f.id
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
-            RETURNING j.id, j.queue, j.group_key, j.job_key
+            RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred
         )
         SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
                array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
                array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
-               array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL)
-        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys
+               array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
+               array_agg(g.id) FILTER (WHERE g.erred)
+        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred
         FROM gone AS g;
         IF v_ids IS NULL THEN
             RETURN;
+        END IF;
+        IF v_erred IS NOT NULL THEN
+            -- Only jobs that failed before have an error history to delete
+            -- (the common case never opens jobq._job_error).
+            DELETE FROM jobq._job_error AS e WHERE e.job_id = ANY (v_erred);
         END IF;
         IF v_keys IS NOT NULL THEN
             -- A separate statement, so that finishing jobs without keys (the
@@ -87,6 +96,13 @@ BEGIN
             FROM gone AS g
             JOIN settings AS s ON s.queue = g.queue
             WHERE p_status <> 'completed' OR s.retention > interval '0'
+        ), forgotten AS (
+            -- Completed jobs the history does not keep take their errors along.
+            DELETE FROM jobq._job_error AS e
+            USING gone AS g
+            JOIN settings AS s ON s.queue = g.queue
+            WHERE e.job_id = g.id AND g.last_error IS NOT NULL
+              AND p_status = 'completed' AND s.retention <= interval '0'
         ), keyed AS (
             INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
             SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g

@@ -96,6 +96,33 @@ $$;
 COMMENT ON FUNCTION jobq.retry_dead(text) IS
     'Brings every dead job of a queue back with a fresh attempt budget; returns how many.';
 
+CREATE FUNCTION jobq.run_now(id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    -- Run a scheduled job (ready, run_at in the future) now: its run_at
+    -- becomes now() and its queue's workers are woken, as enqueue does.
+    -- False for unknown ids and jobs in any other state (ready now, running,
+    -- finished): jobq.retry() is for dead and cancelled ones.
+    IF run_now.id IS NULL THEN
+        RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass the id of a scheduled job.';
+    END IF;
+    UPDATE jobq._job AS j SET run_at = now()
+    WHERE j.id = run_now.id AND j.status = 'ready' AND j.run_at > now()
+    RETURNING j.queue INTO v_queue;
+    IF v_queue IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_notify('jobq', v_queue);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.run_now(bigint) IS
+    'Runs a scheduled job now (run_at = now(), workers woken); false for unknown ids and jobs not scheduled.';
+
 CREATE FUNCTION jobq.cancel(id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -160,8 +187,9 @@ DECLARE
     v_discarded integer;
 BEGIN
     -- Delete the dead jobs of a queue for good (all of them, or those dead
-    -- for longer than older_than). Returns how many. They cannot be retried
-    -- afterwards; jobq.stats' dead_total still counts them.
+    -- for longer than older_than), with their error history. Returns how
+    -- many. They cannot be retried afterwards; jobq.stats' dead_total still
+    -- counts them.
     PERFORM jobq._check_queue(discard_dead.queue, 'queue');
     IF discard_dead.older_than < interval '0' THEN
         RAISE EXCEPTION 'jobq: older_than must not be negative, got %', discard_dead.older_than
@@ -172,6 +200,8 @@ BEGIN
         WHERE a.queue = discard_dead.queue AND a.status = 'dead'
           AND (discard_dead.older_than IS NULL OR a.finished_at < now() - discard_dead.older_than)
         RETURNING a.id
+    ), forgotten AS (
+        DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id
     )
     SELECT count(*) INTO v_discarded FROM gone;
     RETURN v_discarded;
@@ -187,7 +217,8 @@ AS $$
 DECLARE
     v_pruned integer;
 BEGIN
-    -- Delete up to n finished jobs whose retention has passed, the
+    -- Delete up to n finished jobs whose retention has passed (with their
+    -- error history), the
     -- rate-limit bookkeeping older than any rate window (1 day) and key
     -- completions older than any unique_for (366 days); fold the counters.
     PERFORM jobq._check_batch(prune.n, 'n', 10000000);
@@ -198,7 +229,10 @@ BEGIN
         LIMIT prune.n
         FOR UPDATE SKIP LOCKED
     ), gone AS (
-        DELETE FROM jobq._job_archive AS a USING old AS o WHERE a.id = o.id RETURNING a.id
+        DELETE FROM jobq._job_archive AS a USING old AS o WHERE a.id = o.id
+        RETURNING a.id, a.last_error IS NOT NULL AS erred
+    ), forgotten AS (
+        DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id AND g.erred
     )
     SELECT count(*) INTO v_pruned FROM gone;
     DELETE FROM jobq._rate_start AS r WHERE r.started_at < now() - interval '1 day';

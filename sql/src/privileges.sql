@@ -7,7 +7,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA jobq FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA jobq FROM PUBLIC;
 REVOKE ALL ON SCHEMA jobq FROM PUBLIC;
 
-GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin;
+GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin, jobq_viewer;
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
@@ -43,6 +43,7 @@ TO jobq_worker;
 GRANT EXECUTE ON FUNCTION
     jobq.retry(bigint),
     jobq.retry_dead(text),
+    jobq.run_now(bigint),
     jobq.cancel(bigint),
     jobq.cancel_jobs(text, text, jsonb),
     jobq.discard_dead(text, interval),
@@ -70,6 +71,14 @@ GRANT EXECUTE ON FUNCTION jobq.prune(integer) TO jobq_worker;
 GRANT EXECUTE ON FUNCTION jobq._settings(text) TO jobq_admin;
 GRANT SELECT ON jobq._job, jobq._job_archive, jobq._queue, jobq._migration, jobq._periodic, jobq._rate_start,
     jobq._counter, jobq._key_done, jobq._taken TO jobq_admin;
+
+-- jobq_viewer (since 0.5.0) reads the public views and the metrics, and
+-- nothing else: no private table, no other function. jobq_admin is a member.
+GRANT EXECUTE ON FUNCTION jobq.version(), jobq.metrics() TO jobq_viewer;
+GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules, jobq.workers, jobq.throughput,
+    jobq.job_errors TO jobq_viewer;
+GRANT EXECUTE ON FUNCTION jobq.metrics() TO jobq_worker, jobq_admin;
+GRANT SELECT ON jobq._job_error, jobq._queue_defaults TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

@@ -12,7 +12,8 @@ BEGIN
     -- dead-letter those whose attempts are used up; each counts as a failed
     -- attempt. Concurrent reapers skip each other's rows, so they never
     -- block or deadlock. The job's previous error is kept after the
-    -- lease-expiry note. No index covers the lease (claims stay HOT): this
+    -- lease-expiry note in last_error; the note alone joins its error
+    -- history. No index covers the lease (claims stay HOT): this
     -- scans the live table, which holds only live jobs. Leases held for
     -- over 10 seconds are parked (out of the claim index). Also folds the
     -- counters and forgets the take bookkeeping of finished transactions, so
@@ -35,6 +36,15 @@ BEGIN
     FROM jobq._job AS j
     WHERE j.id = ANY (v_retry || v_dead)
     GROUP BY j.queue;
+    -- Each expired lease is a failed attempt in the job's error history.
+    IF cardinality(v_retry) + cardinality(v_dead) > 0 THEN
+        PERFORM jobq._record_errors(array_agg(j.id), array_agg(j.attempts),
+                                    array_agg(jobq._reap_note(j.lease_expires_at, j.worker, NULL)
+                                              || CASE WHEN j.id = ANY (v_dead) THEN E'\nno attempts left' ELSE '' END),
+                                    array_agg(j.worker))
+        FROM jobq._job AS j
+        WHERE j.id = ANY (v_retry || v_dead);
+    END IF;
 
     WITH requeued AS (
         UPDATE jobq._job AS j
@@ -43,6 +53,7 @@ BEGIN
             run_at = now(),
             lease_token = NULL,
             lease_expires_at = NULL,
+            heartbeat_at = NULL,
             last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error)
         WHERE j.id = ANY (v_retry)
         RETURNING j.queue

@@ -2,6 +2,24 @@
 -- 4. private helpers
 ---------------------------------------------------------------------------
 
+CREATE VIEW jobq._queue_defaults AS
+    -- The built-in defaults of the queue settings, here and only here: a
+    -- setting a queue does not override (NULL in jobq._queue) takes this.
+    -- Settings absent here (dead_retention, concurrency, rate_limit,
+    -- timeout) have none: NULL means no limit. A view, not a function, so
+    -- that jobq.queues needs no function its readers (jobq_viewer) would
+    -- have to be allowed to call.
+    SELECT 25 AS max_attempts,
+           interval '2 seconds' AS backoff_base,
+           interval '1 hour' AS backoff_cap,
+           0.25::double precision AS backoff_jitter,
+           interval '5 minutes' AS lease,
+           interval '0' AS retention,                -- completed jobs leave no history unless asked
+           1048576 AS max_payload_bytes,
+           interval '1 second' AS rate_interval,     -- the window of a rate limit
+           false AS paused;
+COMMENT ON VIEW jobq._queue_defaults IS 'Built-in defaults of the queue settings (one row). Private: read jobq.queues.';
+
 CREATE FUNCTION jobq._settings(p_queue text) RETURNS jobq._queue
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -9,27 +27,27 @@ AS $$
 DECLARE
     v_settings jobq._queue;
 BEGIN
-    -- The effective settings of a queue: its overrides over the defaults.
-    -- The defaults live here and only here. (PL/pgSQL, not SQL: a SQL
-    -- function with a SET clause is planned afresh on every call, and every
-    -- enqueue, claim and completion asks for settings.)
+    -- The effective settings of a queue: its overrides over the defaults
+    -- (jobq._queue_defaults). (PL/pgSQL, not SQL: a SQL function with a SET
+    -- clause is planned afresh on every call, and every enqueue, claim and
+    -- completion asks for settings.)
     SELECT p_queue,
-           coalesce(q.max_attempts, 25),
-           coalesce(q.backoff_base, interval '2 seconds'),
-           coalesce(q.backoff_cap, interval '1 hour'),
-           coalesce(q.backoff_jitter, 0.25),
-           coalesce(q.lease, interval '5 minutes'),
-           coalesce(q.retention, interval '0'),       -- completed jobs leave no history unless asked
+           coalesce(q.max_attempts, d.max_attempts),
+           coalesce(q.backoff_base, d.backoff_base),
+           coalesce(q.backoff_cap, d.backoff_cap),
+           coalesce(q.backoff_jitter, d.backoff_jitter),
+           coalesce(q.lease, d.lease),
+           coalesce(q.retention, d.retention),
            q.dead_retention,                          -- NULL: dead and cancelled jobs stay until retried
-           coalesce(q.max_payload_bytes, 1048576),
+           coalesce(q.max_payload_bytes, d.max_payload_bytes),
            coalesce(q.updated_at, '-infinity'::timestamptz),
            q.concurrency,                             -- NULL: no limit
            q.rate_limit,                              -- NULL: no limit
-           CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, interval '1 second') END,
-           coalesce(q.paused, false),
+           CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END,
+           coalesce(q.paused, d.paused),
            q.timeout                                  -- NULL: handlers run as long as they take
     INTO v_settings
-    FROM (SELECT) AS one
+    FROM jobq._queue_defaults AS d
     LEFT JOIN jobq._queue AS q ON q.queue = p_queue;
     RETURN v_settings;
 END

@@ -11,17 +11,17 @@
 --
 -- Sections
 --   1. schema, roles, version bookkeeping
---   2. tables: live jobs, finished-job archive, counters, per-queue settings, periodic jobs,
---      key completions (unique_for), take bookkeeping
+--   2. tables: live jobs, finished-job archive, error history, counters, per-queue settings,
+--      periodic jobs, key completions (unique_for), take bookkeeping
 --   3. validation helpers (jobq's SQLSTATEs, class JQ)
 --   4. private helpers: settings, backoff, finishing jobs, counters, the claim paths
 --   5. producer API: enqueue, enqueue_many
 --   6. worker API: claim, take, hold, complete_held, fail_held, complete, fail, heartbeat, release,
 --      snooze (each also with the lease token as text), reap, next_run_at
---   7. operator API: retry, retry_dead, cancel, cancel_jobs, discard_dead, prune, configure_queue,
---      reset_queue, pause, resume, schedule_maintenance, unschedule_maintenance,
+--   7. operator API: retry, retry_dead, run_now, cancel, cancel_jobs, discard_dead, prune,
+--      configure_queue, reset_queue, pause, resume, schedule_maintenance, unschedule_maintenance,
 --      periodic jobs (every, unschedule, enqueue_periodic, run_schedules)
---   8. views: stats, jobs, queues, schedules
+--   8. views: stats, jobs, queues, schedules, workers, throughput, job_errors; metrics()
 --   9. privileges
 --
 -- SQLSTATEs (documented in README.md, mapped to Python exceptions):
@@ -68,7 +68,8 @@ BEGIN
     -- Roles are cluster-wide: create each only when missing, so a second
     -- database (or a reinstall) reuses them. Two installs into different
     -- databases at once may both try: the loser of that race moves on.
-    FOREACH v_role IN ARRAY ARRAY['jobq_producer', 'jobq_worker', 'jobq_admin'] LOOP
+    -- jobq_viewer reads the public views and jobq.metrics(), nothing else.
+    FOREACH v_role IN ARRAY ARRAY['jobq_producer', 'jobq_worker', 'jobq_admin', 'jobq_viewer'] LOOP
         CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role);
         BEGIN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);
@@ -79,7 +80,7 @@ BEGIN
 END
 $roles$;
 
-GRANT jobq_producer, jobq_worker TO jobq_admin;
+GRANT jobq_producer, jobq_worker, jobq_viewer TO jobq_admin;
 
 -- Versions applied to this database, one row per install or upgrade script.
 -- pyqueue install/upgrade reads it on databases without CREATE EXTENSION.

@@ -26,6 +26,7 @@ CREATE TABLE jobq._job (
     group_key         text,
     parked            boolean NOT NULL DEFAULT false,
     timeout           interval,
+    heartbeat_at      timestamptz,
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -53,6 +54,8 @@ COMMENT ON COLUMN jobq._job.parked IS
     'A running job kept out of the claim index (its lease outlived a heartbeat, or its queue has limits).';
 COMMENT ON COLUMN jobq._job.timeout IS
     'The longest a handler may run (enqueue''s timeout); NULL: the queue''s timeout setting, if any.';
+COMMENT ON COLUMN jobq._job.heartbeat_at IS
+    'The last heartbeat of the current lease; NULL until its first heartbeat (claim does not set it) and when not running.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is
@@ -102,9 +105,28 @@ CREATE INDEX _job_archive_prune_idx ON jobq._job_archive (prune_after)
     WHERE prune_after IS NOT NULL;
 CREATE INDEX _job_archive_dead_idx ON jobq._job_archive (queue, id)
     WHERE status = 'dead';
+-- A queue's finished jobs newest first (jobq.jobs paged by id, keyset).
+CREATE INDEX _job_archive_queue_idx ON jobq._job_archive (queue, id);
+
+-- The error of every failed attempt (fail, fail_held, an expired lease
+-- reaped), the last 25 per job; last_error holds only the latest. Rows live
+-- as long as their job: deleted when it leaves the live table without being
+-- archived, or when its archive row is pruned or discarded.
+CREATE TABLE jobq._job_error (
+    job_id     bigint NOT NULL,
+    attempt    integer NOT NULL,
+    error      text NOT NULL,
+    failed_at  timestamptz NOT NULL,
+    worker     text
+) WITH (
+    autovacuum_vacuum_scale_factor = 0.05,
+    autovacuum_vacuum_cost_delay = 0
+);
+COMMENT ON TABLE jobq._job_error IS 'The error of each failed attempt (the last 25 per job), as long as the job exists. Private: read jobq.job_errors.';
+CREATE INDEX _job_error_job_idx ON jobq._job_error (job_id, failed_at);
 
 -- Per-queue settings. A NULL column (or a queue without a row) means the
--- default from jobq._settings().
+-- default from jobq._queue_defaults (jobq._settings() applies it).
 CREATE TABLE jobq._queue (
     queue              text PRIMARY KEY,
     max_attempts       integer,
@@ -228,6 +250,7 @@ BEGIN
         PERFORM pg_catalog.pg_extension_config_dump('jobq._periodic', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._counter', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._key_done', '');
+        PERFORM pg_catalog.pg_extension_config_dump('jobq._job_error', '');
     END IF;
 END
 $dump$;

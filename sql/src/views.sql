@@ -52,32 +52,50 @@ COMMENT ON VIEW jobq.stats IS
 
 CREATE VIEW jobq.jobs AS
     -- Every job jobq still knows, live or finished, with one status column:
-    -- ready, scheduled, running, completed, dead or cancelled.
+    -- ready, scheduled, running, completed, dead or cancelled. heartbeat_at:
+    -- the last heartbeat of a running job's lease (NULL before its first,
+    -- and for jobs not running). Paged newest first by id within a queue,
+    -- both halves read an index (the primary key, and (queue, id) of the
+    -- archive).
     SELECT j.id, j.queue, j.payload,
            CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
            j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
            j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
-           j.group_key, j.timeout
+           j.group_key, j.timeout, j.heartbeat_at
     FROM jobq._job AS j
     UNION ALL
     SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
            a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
-           a.group_key, a.timeout
+           a.group_key, a.timeout, NULL::timestamptz
     FROM jobq._job_archive AS a;
 COMMENT ON VIEW jobq.jobs IS 'All live and finished jobs with a single status column (for operators).';
 
 CREATE VIEW jobq.queues AS
-    -- Effective settings of every configured queue and every queue with jobs.
+    -- Effective settings of every configured queue and every queue with jobs:
+    -- its overrides over jobq._queue_defaults, as jobq._settings() applies
+    -- them (no function call, so a reader needs no EXECUTE on a private one).
     -- No limit shows as 0 (what configure_queue takes to remove one);
     -- updated_at is NULL for a queue never configured.
-    SELECT s.queue, s.max_attempts, s.backoff_base, s.backoff_cap, s.backoff_jitter, s.lease, s.retention,
-           s.dead_retention, s.max_payload_bytes, nullif(s.updated_at, '-infinity') AS updated_at,
-           coalesce(s.concurrency, 0) AS concurrency, coalesce(s.rate_limit, 0) AS rate_limit, s.rate_interval,
-           s.paused, s.timeout
-    FROM (SELECT q.queue FROM jobq._queue AS q
+    SELECT n.queue,
+           coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
+           coalesce(q.backoff_base, d.backoff_base) AS backoff_base,
+           coalesce(q.backoff_cap, d.backoff_cap) AS backoff_cap,
+           coalesce(q.backoff_jitter, d.backoff_jitter) AS backoff_jitter,
+           coalesce(q.lease, d.lease) AS lease,
+           coalesce(q.retention, d.retention) AS retention,
+           q.dead_retention,
+           coalesce(q.max_payload_bytes, d.max_payload_bytes) AS max_payload_bytes,
+           q.updated_at,
+           coalesce(q.concurrency, 0) AS concurrency,
+           coalesce(q.rate_limit, 0) AS rate_limit,
+           CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END AS rate_interval,
+           coalesce(q.paused, d.paused) AS paused,
+           q.timeout
+    FROM (SELECT c.queue FROM jobq._queue AS c
           UNION SELECT j.queue FROM jobq._job AS j
-          UNION SELECT a.queue FROM jobq._job_archive AS a WHERE a.status = 'dead') AS n,
-         LATERAL jobq._settings(n.queue) AS s;
+          UNION SELECT a.queue FROM jobq._job_archive AS a WHERE a.status = 'dead') AS n
+    CROSS JOIN jobq._queue_defaults AS d
+    LEFT JOIN jobq._queue AS q ON q.queue = n.queue;
 COMMENT ON VIEW jobq.queues IS 'Effective settings (overrides over defaults) of every known queue; 0 concurrency or rate_limit: no limit.';
 
 CREATE VIEW jobq.schedules AS
@@ -87,3 +105,40 @@ CREATE VIEW jobq.schedules AS
            p.created_at, p.updated_at, p.runner, p.next_run_at, p.last_run_at
     FROM jobq._periodic AS p;
 COMMENT ON VIEW jobq.schedules IS 'Periodic jobs registered with jobq.every(), run by pg_cron or by the workers (jobq.run_schedules).';
+
+CREATE VIEW jobq.workers AS
+    -- One row per worker name holding running jobs now: its queues, how many
+    -- jobs, when the oldest started, its last heartbeat (NULL when none of
+    -- its leases was heart-beaten yet) and the next of its leases to expire.
+    -- Claims without a worker name show as one row with worker NULL.
+    SELECT j.worker,
+           array_agg(DISTINCT j.queue ORDER BY j.queue) AS queues,
+           count(*) AS jobs,
+           min(j.started_at) AS oldest_started_at,
+           max(j.heartbeat_at) AS last_heartbeat_at,
+           min(j.lease_expires_at) AS next_lease_expires_at
+    FROM jobq._job AS j
+    WHERE j.status = 'running'
+    GROUP BY j.worker;
+COMMENT ON VIEW jobq.workers IS 'The workers holding running jobs now: queues, job count, oldest start, last heartbeat, next lease expiry.';
+
+CREATE VIEW jobq.throughput AS
+    -- Per queue and minute over the last hour (the current minute and the 59
+    -- before it): jobs completed, failed attempts and jobs dead-lettered,
+    -- from the counters (history is never scanned). A minute counts what
+    -- finished in transactions that started in it; minutes with nothing are
+    -- absent.
+    SELECT c.queue, c.bucket AS minute,
+           sum(c.completed)::bigint AS completed, sum(c.failed)::bigint AS failed, sum(c.dead)::bigint AS dead
+    FROM jobq._counter AS c
+    WHERE c.bucket >= date_trunc('minute', now()) - interval '59 minutes'
+    GROUP BY c.queue, c.bucket;
+COMMENT ON VIEW jobq.throughput IS 'Completed jobs, failed attempts and dead-lettered jobs per queue and minute over the last hour.';
+
+CREATE VIEW jobq.job_errors AS
+    -- The error of every failed attempt of the jobs jobq still knows (the
+    -- last 25 per job; jobq.jobs.last_error is the latest): from jobq.fail,
+    -- jobq.fail_held, and leases that expired (jobq.reap).
+    SELECT e.job_id, e.attempt, e.error, e.failed_at, e.worker
+    FROM jobq._job_error AS e;
+COMMENT ON VIEW jobq.job_errors IS 'The error of each failed attempt of a job (the last 25 per job), with its attempt, time and worker.';
