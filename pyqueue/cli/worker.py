@@ -17,8 +17,10 @@ from pyqueue import defaults, schema
 from pyqueue.cli.arguments import delay_seconds, positive_int, positive_seconds
 from pyqueue.cli.command import EXIT_OK, EXIT_REFUSED, Command, CommandError, connect_dsn, resolve_dsn
 from pyqueue.cli.install import package_version
+from pyqueue.worker.observer import METRICS_HOST, MetricsError
 
-WORKER_OPTIONS = ("concurrency", "batch_size", "lease", "poll_interval", "name", "shutdown_timeout")
+WORKER_OPTIONS = ("concurrency", "batch_size", "lease", "poll_interval", "name", "shutdown_timeout",
+                  "metrics_port", "metrics_host")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -54,10 +56,27 @@ def configure_worker(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-schedules", action="store_true",
                         help="do not run the periodic jobs scheduled for workers (jobq.every with "
                         "runner 'workers'); by default every worker runs them, each tick once")
+    parser.add_argument("--metrics-port", type=tcp_port, metavar="N",
+                        help="serve Prometheus metrics on http://HOST:N/metrics while the worker runs: its "
+                        "handlers' durations, pickup delays and jobs in flight, and jobq's metrics read from "
+                        "the database at each scrape (needs prometheus-client: pip install "
+                        "'pyqueue[dashboard]'; 0: any free port, logged)")
+    parser.add_argument("--metrics-host", metavar="HOST",
+                        help=f"address to serve the metrics on (default {METRICS_HOST}: this machine only)")
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS,
                         help="what the worker logs on stderr: a startup line, shutdown and reconnections "
                         "at INFO/WARNING, failed and dead jobs (with their traceback) at ERROR "
                         "(default INFO)")
+
+
+def tcp_port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from exc
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 0 to 65535, got {value}")
+    return value
 
 
 def load_target(spec: str, app_dir: str = ".") -> object:
@@ -101,6 +120,8 @@ def run_worker(args: argparse.Namespace) -> int:
         options["use_listen"] = False
     if args.no_schedules:
         options["run_schedules"] = False
+    if args.metrics_host is not None and args.metrics_port is None:
+        raise CommandError("--metrics-host needs --metrics-port", exit_code=EXIT_REFUSED)
     if isinstance(target, pyqueue.Worker):
         if args.queues or options or getattr(args, "dsn", None):
             raise CommandError(
@@ -112,7 +133,10 @@ def run_worker(args: argparse.Namespace) -> int:
         if not args.queues:
             raise CommandError(f"{args.target} is a handler function: name its queues with --queue",
                                exit_code=EXIT_REFUSED)
-        worker = pyqueue.Worker(dsn, **options)
+        try:
+            worker = pyqueue.Worker(dsn, **options)
+        except ImportError as exc:  # --metrics-port without prometheus-client
+            raise CommandError(str(exc), exit_code=EXIT_REFUSED) from exc
         for queue in args.queues:
             worker.register(queue, target)
     else:
@@ -129,7 +153,10 @@ def run_worker(args: argparse.Namespace) -> int:
         "pyqueue worker starting: queues %s; concurrency %d; batch size %d; database %s; "
         "jobq %s installed; pyqueue %s", ", ".join(worker.queues), worker.concurrency, worker.batch_size,
         database, version, package_version())
-    worker.run(handle_signals=True)
+    try:
+        worker.run(handle_signals=True)
+    except MetricsError as exc:
+        raise CommandError(str(exc), hint="Choose another --metrics-port.") from exc
     return EXIT_OK
 
 
@@ -141,6 +168,7 @@ COMMAND = Command(
     "dead-lettered). It logs a startup line (queues, settings, database, versions) and a line "
     "per job that goes dead. SIGTERM or Ctrl-C stops claiming, lets running jobs finish for up to "
     "--shutdown-timeout seconds (then fails them), releases the jobs not started and exits 0. "
-    "Workers also run the periodic jobs scheduled with runner 'workers' (jobq 0.4).",
+    "Workers also run the periodic jobs scheduled with runner 'workers' (jobq 0.4). With "
+    "--metrics-port it serves Prometheus metrics (the worker's and jobq's) while it runs.",
     configure_worker, run_worker,
 )

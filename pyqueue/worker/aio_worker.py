@@ -50,8 +50,11 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
     handlers still running ``shutdown_timeout`` seconds later (default 30;
     None: no limit) are cancelled and their jobs failed with "shutdown
     timeout" (the attempt counts). Periodic jobs run by workers
-    (``run_schedules``) and authentication errors: as for ``Worker``.
+    (``run_schedules``), authentication errors and metrics (``metrics_port``):
+    as for ``Worker``; the metrics server runs in a thread of its own.
     """
+
+    _ASYNC = True
 
     def _prepare(self) -> None:
         self._stop = asyncio.Event()
@@ -67,7 +70,7 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
         settings = self._start("an AsyncWorker")
         slots = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task[None]] = set()
-        with stop_on_signals(handle_signals, self._stop):
+        with self._observer.serving(), stop_on_signals(handle_signals, self._stop):
             consumer = make_consumer(settings, self._stop, claim_queues=list(self._handlers))
             try:
                 await self._loop(settings, consumer, slots, tasks)
@@ -105,6 +108,7 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
                 jobs = await consumer.claim(rounds.batch)
                 if jobs is None:
                     continue
+                self._observer.claimed(jobs)
                 for job in jobs:
                     spawn(self._execute(consumer, slots, job), lease=True)
                 rounds.claimed(len(jobs))

@@ -95,6 +95,12 @@ class Worker(WorkerCore[Handler, TxHandler]):
     so that schedules made with ``pyqueue.every(..., runner="workers")`` run;
     each tick is enqueued once however many workers run.
 
+    Metrics (``metrics_port=N``, ``metrics_host`` default 127.0.0.1; needs
+    prometheus-client, ``pip install 'pyqueue[dashboard]'``): while ``run()``
+    runs, ``http://HOST:N/metrics`` serves the worker's handler histograms
+    and in-flight gauge with jobq's own metrics read from the database at
+    each scrape (see ``pyqueue.metrics``). Without it nothing is imported.
+
     Authentication and authorisation failures (SQLSTATE 28P01, 28000,
     42501: a wrong password, an unknown role, no CONNECT or jobq privilege)
     raise from ``run()`` at once; other connection failures are retried
@@ -116,7 +122,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
         """Work until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``
         (main thread only)."""
         settings = self._start("a Worker")
-        with stop_on_signals(handle_signals, self._wakeup):
+        with self._observer.serving(), stop_on_signals(handle_signals, self._wakeup):
             pool = PooledConnections(self.dsn, WORKER_APPLICATION_NAME, size=self.concurrency + 1,
                                      prepare=self.use_listen)
             consumer = Consumer(
@@ -150,6 +156,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
                 jobs = consumer.claim(rounds.batch)
                 if jobs is None:
                     continue  # the database was unreachable; backed off, try again
+                self._observer.claimed(jobs)
                 if jobs:
                     with self._lock:
                         self._held += len(jobs)

@@ -28,6 +28,7 @@ from pyqueue.defaults import (
 from pyqueue.worker import settings as _settings
 from pyqueue.worker.auth import fatal_error
 from pyqueue.worker.bookkeeping import Acks, Backoff
+from pyqueue.worker.observer import METRICS_HOST, make_observer
 from pyqueue.worker.scripts import reason
 from pyqueue.worker.settings import WorkerSettings
 
@@ -76,9 +77,14 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
     """The settings, handlers and in-transaction bookkeeping of a worker.
 
     Settings are checked here (TypeError / ValueError naming the argument).
+    ``metrics_port`` (None: no metrics, nothing imported) serves Prometheus
+    metrics on ``metrics_host:metrics_port`` while ``run()`` runs: see
+    ``pyqueue.metrics.worker`` (ImportError here without prometheus-client).
     The in-transaction state is kept under a lock: the sync worker's threads
     update it while its loop reads it.
     """
+
+    _ASYNC = False  # its handlers are coroutine functions
 
     def __init__(
         self,
@@ -93,6 +99,8 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
         reap_interval: float | timedelta | None = REAP_INTERVAL,
         shutdown_timeout: float | timedelta | None = SHUTDOWN_TIMEOUT,
         run_schedules: bool = True,
+        metrics_port: int | None = None,
+        metrics_host: str = METRICS_HOST,
     ) -> None:
         checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency,
                                   lease=lease, reap_interval=reap_interval, shutdown_timeout=shutdown_timeout,
@@ -100,6 +108,7 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
         if not isinstance(dsn, str):
             raise TypeError(f"dsn must be a connection string (str), got {type(dsn).__name__}")
         self.dsn = dsn
+        self._observer = make_observer(dsn, metrics_port, metrics_host)
         self.concurrency = checked.concurrency
         self.batch_size = checked.batch_size
         self.lease = checked.lease
@@ -144,7 +153,8 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
         if in_transaction:
             self._tx_handlers[queue] = fn  # type: ignore[assignment]
         else:
-            self._handlers[queue] = fn  # type: ignore[assignment]
+            observed = self._observer.wrap(queue, fn, asynchronous=self._ASYNC)
+            self._handlers[queue] = observed  # type: ignore[assignment]
         self._order.append(queue)
 
     @overload
