@@ -7,7 +7,8 @@ PG_CONFIG ?= pg_config
 PYTHON3   ?= /usr/bin/python3
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
-APT_PACKAGES := postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap pgtap pgbouncer python3-venv nodejs
+APT_PACKAGES := postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap pgtap pgbouncer python3-venv nodejs \
+                chromium chromium-driver
 
 ifeq ($(shell id -u),0)
 AS_SERVER_USER := runuser -u postgres --
@@ -28,7 +29,8 @@ install:
 	@echo "PGXS not found: install postgresql-server-dev-15 (make deps) first" >&2; exit 1
 endif
 
-.PHONY: install-announce demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop docs clean-venv
+.PHONY: install-announce demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop docs clean-venv \
+        screenshots
 
 # --- the SQL scripts, assembled from sql/src/ (sql/src/README.md) -------
 # Writes sql/jobq--<default_version>.sql and its upgrade script; refuses to
@@ -100,6 +102,15 @@ chaos: deps venv install
 	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 JOBQ_CHAOS_SCALE=$(CHAOS_SCALE) \
 	    JOBQ_CHAOS_REPORT=$(CHAOS_REPORT) $(PY) -m pytest -s -q $(CHAOS_TESTS) $(PYTEST_ARGS)
 	@echo "figures: $(CHAOS_REPORT)"; cat $(CHAOS_REPORT)
+
+# --- the dashboard's pictures in docs/dashboard/*.png, taken by the browser test
+#     (headless Chromium over a small realistic dataset); commit them when they change
+screenshots: deps venv
+	@dir=$$(mktemp -d /tmp/jobq-screenshots.XXXXXX); chmod 777 $$dir; \
+	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 JOBQ_SCREENSHOTS=1 JOBQ_SCREENSHOTS_DIR=$$dir \
+	    $(PY) -m pytest -q tests/test_dashboard_browser.py -k photographed && \
+	mkdir -p docs/dashboard && cp $$dir/*.png docs/dashboard/; status=$$?; rm -rf $$dir; \
+	ls -l docs/dashboard/*.png; exit $$status
 
 # --- numbers: `make bench` (a few minutes), `make bench BENCH_ARGS=--quick` --
 bench: deps venv
