@@ -3,7 +3,8 @@
 Every subcommand is a ``Command`` (``pyqueue.cli.command``) listed in
 ``COMMANDS``, defined in the module of its kind: ``install`` (install,
 upgrade, version), ``jobs`` (enqueue, stats, retry, cancel, discard-dead),
-``worker``, ``demo`` (what ``make demo`` runs). ``pyqueue bench`` runs
+``worker``, ``demo`` (what ``make demo`` runs), ``dashboard`` (the web UI,
+whose extra is imported only when it runs). ``pyqueue bench`` runs
 ``pyqueue.bench``, imported only when that subcommand is chosen. A new
 subcommand is a module defining its ``Command`` plus one line here.
 """
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 import psycopg
 
 from pyqueue import schema
-from pyqueue.cli import demo, install, jobs, worker
+from pyqueue.cli import dashboard, demo, install, jobs, worker
 from pyqueue.cli.command import (
     EXIT_FAILED,
     EXIT_REFUSED,
@@ -67,6 +68,7 @@ COMMANDS: list[Command] = [
     jobs.CANCEL,
     jobs.DISCARD_DEAD,
     demo.COMMAND,
+    dashboard.COMMAND,
     BENCH,
     install.VERSION,
 ]

@@ -1,0 +1,160 @@
+"""The dashboard as an ASGI application: :func:`create_app` builds the
+Starlette app (routes, security middleware, error pages, the pool's
+lifespan) that ``pyqueue dashboard`` serves and users may mount in their own
+Starlette or FastAPI app::
+
+    from pyqueue.dashboard import create_app
+    app.mount("/jobq", create_app(dsn, read_only=True))
+
+A mounted app's lifespan does not run under every framework; the pool then
+opens with the first request (close it with
+``await dashboard.state.database.close()`` in the host app's shutdown, or
+let the process end).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import psycopg
+import psycopg_pool
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from pyqueue.dashboard import actions, pages
+from pyqueue.dashboard.database import Database
+from pyqueue.dashboard.rendering import STATIC, error_page, make_environment
+from pyqueue.dashboard.security import (
+    SECURITY_HEADERS,
+    Auth,
+    Authenticator,
+    SecurityMiddleware,
+    Signer,
+    TokenAuth,
+)
+
+log = logging.getLogger("pyqueue.dashboard")
+REFRESH_SECONDS = 5.0  # how often the pages re-fetch themselves
+MIN_REFRESH_SECONDS = 1.0
+TITLES = {400: "Bad request", 401: "Authentication required", 403: "Forbidden", 404: "Not found",
+          405: "Method not allowed", 503: "Database unavailable"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the pages and actions need to know about this dashboard."""
+
+    read_only: bool
+    refresh_seconds: float
+    token_login: bool  # token auth: the login form exists
+
+
+def routes() -> list[BaseRoute]:
+    """Every route; ``/metrics`` when pyqueue.dashboard.metrics is present."""
+    found: list[BaseRoute] = [
+        Route("/", pages.overview, name="overview"),
+        Route("/queues/{queue}", pages.queue, name="queue"),
+        Route("/queues/{queue}/pause", actions.pause_queue, methods=["POST"], name="pause"),
+        Route("/queues/{queue}/resume", actions.resume_queue, methods=["POST"], name="resume"),
+        Route("/queues/{queue}/retry-dead", actions.retry_dead, methods=["POST"], name="retry-dead"),
+        Route("/queues/{queue}/bulk", actions.bulk, methods=["POST"], name="bulk"),
+        Route("/jobs/{job_id}", pages.job, name="job"),
+        Route("/jobs/{job_id}/retry", actions.retry_job, methods=["POST"], name="retry"),
+        Route("/jobs/{job_id}/cancel", actions.cancel_job, methods=["POST"], name="cancel"),
+        Route("/jobs/{job_id}/run-now", actions.run_job_now, methods=["POST"], name="run-now"),
+        Route("/schedules", pages.schedules, name="schedules"),
+        Route("/workers", pages.workers, name="workers"),
+        Route("/login", actions.login, methods=["GET", "POST"], name="login"),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+    if importlib.util.find_spec("pyqueue.dashboard.metrics") is not None:
+        from pyqueue.dashboard.metrics import metrics_endpoint  # noqa: PLC0415  (written by the metrics part)
+
+        found.append(Route("/metrics", metrics_endpoint, name="metrics"))
+    return found
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """A 4xx/5xx raised on purpose (HTTPException): its page, with its message."""
+    assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    response = error_page(request, exc.status_code, TITLES.get(exc.status_code, "Error"), str(exc.detail))
+    response.headers.update(headers)
+    return response
+
+
+async def unexpected_error(request: Request, exc: Exception) -> Response:
+    """Anything else: logged here with its traceback, a page without one for the browser."""
+    if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
+        log.error("database unavailable for %s %s: %s", request.method, request.url.path, exc)
+        response = error_page(request, 503, TITLES[503],
+                              "the dashboard cannot reach PostgreSQL right now; "
+                              "it tries again with the next request")
+    else:
+        log.exception("error serving %s %s", request.method, request.url.path)
+        response = error_page(request, 500, "Internal error",
+                              "the dashboard failed to serve this page; the server log has the details")
+    response.headers.update(SECURITY_HEADERS)  # the outermost handler sends this one itself
+    return response
+
+
+def create_app(
+    dsn: str,
+    *,
+    read_only: bool = False,
+    auth: Auth | None = None,
+    refresh_seconds: float = REFRESH_SECONDS,
+    secret: bytes | None = None,
+    pool_min_size: int = 1,
+    pool_max_size: int = 4,
+) -> Starlette:
+    """The dashboard for the jobq database at dsn.
+
+    ``read_only`` hides every action and refuses every POST (403).
+    ``auth``: None (fine on loopback only — the CLI refuses otherwise), a
+    :class:`~pyqueue.dashboard.security.TokenAuth` or a
+    :class:`~pyqueue.dashboard.security.BasicAuth`. ``refresh_seconds``: how
+    often pages refresh themselves (at least 1). ``secret`` signs CSRF tokens
+    and cookies; give every process behind one address the same one (the
+    default, random per app, suits a single process).
+    """
+    if not refresh_seconds >= MIN_REFRESH_SECONDS:
+        raise ValueError(f"refresh_seconds must be at least {MIN_REFRESH_SECONDS}")
+    if auth is not None and not isinstance(auth, Auth):
+        raise TypeError("auth must be a TokenAuth, a BasicAuth or None")
+    database = Database(dsn, min_size=pool_min_size, max_size=pool_max_size)
+    signer = Signer(secret if secret is not None else secrets.token_bytes(32))
+    authenticator = Authenticator(auth, signer)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await database.open()
+        try:
+            yield
+        finally:
+            await database.close()
+
+    app = Starlette(
+        routes=routes(),
+        middleware=[Middleware(SecurityMiddleware, authenticator=authenticator)],
+        exception_handlers={HTTPException: http_error, Exception: unexpected_error},
+        lifespan=lifespan,
+    )
+    app.state.database = database
+    app.state.pool = database.pool
+    app.state.signer = signer
+    app.state.authenticator = authenticator
+    app.state.templates = make_environment()
+    app.state.settings = Settings(read_only=read_only, refresh_seconds=refresh_seconds,
+                                  token_login=isinstance(auth, TokenAuth))
+    return app

@@ -1,0 +1,195 @@
+"""What the dashboard reads, and only from jobq's public views (jobq.stats,
+jobq.queues, jobq.jobs, jobq.job_errors, jobq.schedules, jobq.workers,
+jobq.throughput), so a login holding only ``jobq_viewer`` can serve it.
+
+Each function takes an autocommit AsyncConnection and returns plain dicts
+(or None); the pages decide what to show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+Row = dict[str, Any]
+AsyncConnection = psycopg.AsyncConnection[Any]
+PAGE_SIZE = 50  # jobs per page of a queue; one more is fetched to know whether a next page exists
+CHART_MINUTES = 60  # the throughput chart's span
+JOB_STATES = ("ready", "scheduled", "running", "completed", "dead", "cancelled", "waiting")
+
+OVERVIEW = """
+SELECT s.queue, s.ready, s.scheduled, s.running, s.dead, s.oldest_ready_age, s.paused,
+       coalesce(q.concurrency, 0) AS concurrency, coalesce(q.rate_limit, 0) AS rate_limit, q.rate_interval,
+       coalesce(t.completed, 0) AS completed_hour, coalesce(t.failed, 0) AS failed_hour
+FROM jobq.stats AS s
+LEFT JOIN jobq.queues AS q ON q.queue = s.queue
+LEFT JOIN (SELECT tp.queue, sum(tp.completed) AS completed, sum(tp.failed) AS failed
+           FROM jobq.throughput AS tp GROUP BY tp.queue) AS t ON t.queue = s.queue
+ORDER BY s.queue
+"""
+
+THROUGHPUT = """
+SELECT date_trunc('minute', now()) AS now_minute, tp.minute, sum(tp.completed) AS completed,
+       sum(tp.failed) AS failed
+FROM (SELECT 1) AS one
+LEFT JOIN jobq.throughput AS tp ON true
+GROUP BY tp.minute
+ORDER BY tp.minute
+"""
+
+QUEUE_STATS = """
+SELECT s.queue, s.ready, s.scheduled, s.running, s.dead, s.oldest_ready_age, s.paused,
+       s.completed_total, s.failed_total, s.dead_total
+FROM jobq.stats AS s WHERE s.queue = %(queue)s
+"""
+
+QUEUE_HAS_JOBS = "SELECT EXISTS (SELECT FROM jobq.jobs AS j WHERE j.queue = %(queue)s) AS found"
+
+JOB_LIST = """
+SELECT j.id, j.status, j.priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
+       left(j.last_error, 200) AS last_error, j.created_at, j.finished_at,
+       left(j.payload::text, 120) AS payload
+FROM jobq.jobs AS j
+WHERE j.queue = %(queue)s{filters}
+ORDER BY j.id DESC
+LIMIT %(limit)s
+"""
+
+JOB = """
+SELECT j.id, j.queue, j.payload, j.status, j.priority, j.run_at, j.attempts, j.max_attempts, j.job_key,
+       j.worker, j.lease_expires_at, j.last_error, j.created_at, j.started_at, j.finished_at, j.group_key,
+       j.timeout, j.heartbeat_at
+FROM jobq.jobs AS j WHERE j.id = %(id)s
+"""
+
+JOB_ERRORS = """
+SELECT e.attempt, e.error, e.failed_at, e.worker
+FROM jobq.job_errors AS e WHERE e.job_id = %(id)s
+ORDER BY e.attempt, e.failed_at
+"""
+
+JOB_STATUS = "SELECT j.status, j.queue FROM jobq.jobs AS j WHERE j.id = %(id)s"
+
+SCHEDULES = """
+SELECT s.name, s.schedule, s.queue, s.payload, s.priority, s.max_attempts, s.runner, s.next_run_at,
+       s.last_run_at, s.created_at, s.updated_at
+FROM jobq.schedules AS s ORDER BY s.name
+"""
+
+WORKERS = """
+SELECT w.worker, w.queues, w.jobs, w.oldest_started_at, w.last_heartbeat_at, w.next_lease_expires_at,
+       now() AS now
+FROM jobq.workers AS w ORDER BY w.worker
+"""
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """The filters of a queue page: state, exact job key, error text, and the keyset cursor."""
+
+    state: str | None = None
+    key: str | None = None
+    error: str | None = None
+    before: int | None = None
+
+    def query_params(self, *, before: int | None = None) -> dict[str, str]:
+        """The filters as query parameters (for links keeping them)."""
+        found = {"state": self.state, "key": self.key, "error": self.error}
+        params = {name: value for name, value in found.items() if value}
+        if before is not None:
+            params["before"] = str(before)
+        return params
+
+
+def like_pattern(text: str) -> str:
+    """An ILIKE pattern matching text anywhere, its wildcards taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+async def fetch_all(conn: AsyncConnection, query: str, params: dict[str, Any] | None = None) -> list[Row]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(query.encode(), params)
+        return await cur.fetchall()
+
+
+async def fetch_one(conn: AsyncConnection, query: str, params: dict[str, Any] | None = None) -> Row | None:
+    rows = await fetch_all(conn, query, params)
+    return rows[0] if rows else None
+
+
+async def overview(conn: AsyncConnection) -> list[Row]:
+    """One row per known queue: counts, limits, and the last hour's completed/failed."""
+    return await fetch_all(conn, OVERVIEW)
+
+
+async def throughput(conn: AsyncConnection) -> tuple[datetime, list[tuple[datetime, int, int]]]:
+    """The database's current minute and (minute, completed, failed) for each
+    of the CHART_MINUTES minutes ending with it, gaps filled with zeros."""
+    rows = await fetch_all(conn, THROUGHPUT)
+    now_minute: datetime = rows[0]["now_minute"]
+    found = {row["minute"]: (int(row["completed"]), int(row["failed"])) for row in rows if row["minute"]}
+    minutes = [now_minute - timedelta(minutes=back) for back in range(CHART_MINUTES - 1, -1, -1)]
+    return now_minute, [(minute, *found.get(minute, (0, 0))) for minute in minutes]
+
+
+async def queue_stats(conn: AsyncConnection, queue: str) -> Row | None:
+    """The queue's row of jobq.stats; None when jobq knows no such queue (no
+    stats row and no job of that queue)."""
+    row = await fetch_one(conn, QUEUE_STATS, {"queue": queue})
+    if row is not None:
+        return row
+    found = await fetch_one(conn, QUEUE_HAS_JOBS, {"queue": queue})
+    if found and found["found"]:
+        return {"queue": queue, "ready": 0, "scheduled": 0, "running": 0, "dead": 0, "oldest_ready_age": None,
+                "paused": False, "completed_total": 0, "failed_total": 0, "dead_total": 0}
+    return None
+
+
+async def jobs_page(conn: AsyncConnection, queue: str, where: JobFilter) -> tuple[list[Row], int | None]:
+    """A page of the queue's jobs, newest first, from where.before down
+    (keyset pagination: no OFFSET); the cursor of the next page or None."""
+    filters, params = "", {"queue": queue, "limit": PAGE_SIZE + 1}
+    if where.state:
+        filters += " AND j.status = %(state)s"
+        params["state"] = where.state
+    if where.key:
+        filters += " AND j.job_key = %(key)s"
+        params["key"] = where.key
+    if where.error:
+        filters += " AND j.last_error ILIKE %(error)s"
+        params["error"] = like_pattern(where.error)
+    if where.before is not None:
+        filters += " AND j.id < %(before)s"
+        params["before"] = where.before
+    rows = await fetch_all(conn, JOB_LIST.format(filters=filters), params)
+    if len(rows) > PAGE_SIZE:
+        return rows[:PAGE_SIZE], int(rows[PAGE_SIZE - 1]["id"])
+    return rows, None
+
+
+async def job(conn: AsyncConnection, job_id: int) -> Row | None:
+    """The job's row of jobq.jobs with every recorded error (``errors``), or None."""
+    row = await fetch_one(conn, JOB, {"id": job_id})
+    if row is not None:
+        row["errors"] = await fetch_all(conn, JOB_ERRORS, {"id": job_id})
+    return row
+
+
+async def job_status(conn: AsyncConnection, job_id: int) -> Row | None:
+    """The job's status and queue, or None for an unknown id."""
+    return await fetch_one(conn, JOB_STATUS, {"id": job_id})
+
+
+async def schedules(conn: AsyncConnection) -> list[Row]:
+    """Every periodic job, by name."""
+    return await fetch_all(conn, SCHEDULES)
+
+
+async def workers(conn: AsyncConnection) -> list[Row]:
+    """Every worker holding a lease now, by name."""
+    return await fetch_all(conn, WORKERS)

@@ -1,0 +1,202 @@
+"""The dashboard's pages over real HTTP: a real ``pyqueue dashboard`` process
+on a real server, read with http.client. Counts equal what jobq's views
+hold, paging is by id, bad URLs get 400/404 pages (never a traceback), and
+everything from the database is escaped text under a strict CSP.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.dashboard_http_support import Response, dashboard
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+SCRIPT_PAYLOAD = {"x": "<script>alert(1)</script>"}
+ERROR_TEXT = ('Traceback (most recent call last):\n  File "jobs.py", line 3\n'
+              "ValueError: <img src=x onerror=alert(1)>")
+
+
+def claim(conn: Connection, queue: str, n: int, worker: str) -> list[tuple[int, str]]:
+    rows = conn.execute("SELECT id, lease_token::text FROM jobq.claim(%s, %s, %s)",
+                        (queue, n, worker)).fetchall()
+    return [(int(row[0]), str(row[1])) for row in rows]
+
+
+def enqueue(conn: Connection, queue: str, payload: dict[str, Any], **options: Any) -> int:
+    named = "".join(f", {name} => %({name})s" for name in options)
+    row = conn.execute(f"SELECT jobq.enqueue(%(queue)s, %(payload)s::jsonb{named})".encode(),
+                       {"queue": queue, "payload": json.dumps(payload), **options}).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def seed(conn: Connection) -> dict[str, int]:
+    """Queues in every state: emails (limits; ready, scheduled, running,
+    completed), reports (a dead job with two recorded errors, a <script>
+    payload), idle (paused); a worker-run schedule."""
+    conn.execute("SELECT jobq.configure_queue('emails', concurrency => 5, rate_limit => 100, "
+                 "rate_interval => '1 minute', retention => '1 hour')")
+    ids = {f"e{n}": enqueue(conn, "emails", {"n": n}, job_key=f"key-{n}") for n in range(1, 5)}
+    in_two_days = datetime.now(timezone.utc) + timedelta(days=2)
+    ids["scheduled"] = enqueue(conn, "emails", {"later": True}, run_at=in_two_days)
+    (first, first_token), _ = claim(conn, "emails", 2, "w-1")
+    conn.execute("SELECT jobq.complete(%s, %s::uuid)", (first, first_token))
+    ids["dead"] = enqueue(conn, "reports", SCRIPT_PAYLOAD, max_attempts=2, job_key="<b>key</b>")
+    for attempt in (1, 2):
+        [(job_id, token)] = claim(conn, "reports", 1, "w-2")
+        assert job_id == ids["dead"]
+        conn.execute("SELECT jobq.fail(%s, %s, %s::uuid, now())",
+                     (job_id, f"{ERROR_TEXT} #{attempt}", token))
+    conn.execute("SELECT jobq.pause('idle')")
+    conn.execute("SELECT jobq.every('nightly', '0 3 * * *', 'reports', '{\"kind\": \"nightly\"}'::jsonb, "
+                 "runner => 'workers')")
+    return ids
+
+
+def assert_safe_page(page: Response) -> None:
+    """No unescaped data, no inline script, and the security headers."""
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "'unsafe-inline'" not in csp
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert "<script>alert(1)" not in page.body and "<img src=x" not in page.body
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", page.body), "inline <script> element"
+    assert not re.search(r"<[^>]+\son[a-z]+\s*=", page.body), "inline event handler"
+
+
+def test_overview_counts_equal_the_database(conn: Connection, dsn: str, tmp_path: Path) -> None:
+    seed(conn)
+    stats = {row[0]: row for row in conn.execute(
+        "SELECT queue, ready, scheduled, running, dead, paused FROM jobq.stats").fetchall()}
+    hour = {row[0]: (int(row[1]), int(row[2])) for row in conn.execute(
+        "SELECT queue, sum(completed), sum(failed) FROM jobq.throughput GROUP BY queue").fetchall()}
+    assert set(stats) == {"emails", "reports", "idle"} and stats["emails"][1:4] == (2, 1, 1)
+    with dashboard(dsn, tmp_path) as served:
+        page = served.client().get("/")
+    assert page.status == 200
+    assert_safe_page(page)
+    assert re.findall(r"<tr data-queue=\"([^\"]+)\"", page.body) == sorted(stats)
+    for queue, (_, ready, scheduled, running, dead, paused) in stats.items():
+        row = f'data-queue="{queue}"'
+        assert [page.cell(row, name) for name in ("ready", "scheduled", "running", "dead")] == [
+            str(ready), str(scheduled), str(running), str(dead)], queue
+        assert page.cell(row, "paused") == ("paused" if paused else "no")
+        completed, failed = hour.get(queue, (0, 0))
+        shown = (page.cell(row, "completed-hour"), page.cell(row, "failed-hour"))
+        assert shown == (str(completed), str(failed)), queue
+    assert page.cell('data-queue="emails"', "limits") == "concurrency 5 · 100 per 1m"
+    assert page.cell('data-queue="reports"', "dead") == "1" and hour["reports"] == (0, 2)
+    chart = re.search(r"<svg id=\"throughput\"[^>]*data-completed=\"(\d+)\" data-failed=\"(\d+)\"", page.body)
+    assert chart and (int(chart.group(1)), int(chart.group(2))) == (
+        sum(c for c, _ in hour.values()), sum(f for _, f in hour.values()))
+    assert len(re.findall(r"<g class=\"minute\"", page.body)) == 60  # every minute of the hour, gaps as 0
+
+
+def test_queue_page_filters_and_pages_by_id(conn: Connection, dsn: str, tmp_path: Path) -> None:
+    ids = seed(conn)
+    many = [enqueue(conn, "bulk", {"i": i}) for i in range(120)]
+    with dashboard(dsn, tmp_path) as served:
+        client = served.client()
+        emails = client.get("/queues/emails")
+        assert emails.status == 200
+        assert emails.job_ids() == [row[0] for row in conn.execute(
+            "SELECT id FROM jobq.jobs WHERE queue = 'emails' ORDER BY id DESC").fetchall()]
+        assert re.search(r"<dd class=\"ready\">2</dd>", emails.body)
+        assert "a id=\"next-page\"" not in emails.body
+        assert client.get("/queues/emails?state=scheduled").job_ids() == [ids["scheduled"]]
+        assert client.get("/queues/emails?state=completed").job_ids() == [ids["e1"]]
+        assert client.get("/queues/emails?key=key-3").job_ids() == [ids["e3"]]
+        assert client.get("/queues/emails?key=key-%25").job_ids() == []  # exact key, no wildcard
+        reports = client.get("/queues/reports?error=onerror%3Dalert")
+        assert reports.job_ids() == [ids["dead"]]
+        assert_safe_page(reports)
+        assert client.get("/queues/reports?error=nothing+like+this").job_ids() == []
+        assert client.get("/queues/reports?error=%25").job_ids() == []  # % is literal text
+        seen, path, pages = [], "/queues/bulk", 0
+        while path:
+            page = client.get(unescape(path))
+            assert page.status == 200
+            seen += page.job_ids()
+            pages += 1
+            assert len(page.job_ids()) == (50 if pages < 3 else 20)
+            assert all(f'name="ids" value="{job_id}"' in page.body for job_id in page.job_ids())
+            found = re.search(r"<a id=\"next-page\" href=\"([^\"]+)\"", page.body)
+            path = found.group(1) if found else ""
+            assert not found or f"before={seen[-1]}" in path
+        assert seen == sorted(many, reverse=True) and pages == 3
+        assert client.get(f"/queues/bulk?before={many[10]}").job_ids() == sorted(many[:10], reverse=True)
+
+
+def test_job_page_shows_everything_escaped(conn: Connection, dsn: str, tmp_path: Path) -> None:
+    ids = seed(conn)
+    errors = conn.execute("SELECT attempt, error FROM jobq.job_errors WHERE job_id = %s ORDER BY attempt",
+                          (ids["dead"],)).fetchall()
+    assert len(errors) == 2
+    with dashboard(dsn, tmp_path) as served:
+        client = served.client()
+        page = client.get(f"/jobs/{ids['dead']}")
+        running = client.get(f"/jobs/{ids['e2']}")
+    assert page.status == 200
+    assert_safe_page(page)
+    payload = re.search(r"<pre id=\"payload\">(.*?)</pre>", page.body, re.S)
+    assert payload and "&lt;script&gt;alert(1)&lt;/script&gt;" in payload.group(1)
+    assert json.loads(unescape(payload.group(1))) == SCRIPT_PAYLOAD
+    article = r"<article class=\"job-error\" data-attempt=\"(\d+)\">.*?<pre>(.*?)</pre>"
+    shown = re.findall(article, page.body, re.S)
+    assert [(int(attempt), unescape(text)) for attempt, text in shown] == [(a, e) for a, e in errors]
+    assert re.search(r"<dd id=\"attempts\">2/2</dd>", page.body)
+    assert "<dd id=\"job-key\">&lt;b&gt;key&lt;/b&gt;</dd>" in page.body
+    assert re.search(r"<span class=\"badge state-dead\" id=\"status\">dead</span>", page.body)
+    assert re.search(r"<dd id=\"finished-at\">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</dd>", page.body)
+    assert "<dd id=\"worker\">w-2</dd>" in page.body
+    assert running.status == 200 and "<dd id=\"worker\">w-1</dd>" in running.body
+    assert re.search(r"<dd id=\"lease-expires-at\">\d{4}-", running.body)
+    assert re.search(r"<dd id=\"started-at\">\d{4}-", running.body)
+
+
+def test_schedules_and_workers_pages(conn: Connection, dsn: str, tmp_path: Path) -> None:
+    seed(conn)
+    claim(conn, "emails", 1, "w-3")
+    workers = conn.execute("SELECT worker, jobs FROM jobq.workers ORDER BY worker").fetchall()
+    assert workers == [("w-1", 1), ("w-3", 1)]
+    with dashboard(dsn, tmp_path) as served:
+        client = served.client()
+        schedules, workers_page = client.get("/schedules"), client.get("/workers")
+    assert schedules.status == workers_page.status == 200
+    assert "<table id=\"schedules\">" in schedules.body
+    assert schedules.cell('data-schedule="nightly"', "schedule") == "0 3 * * *"
+    assert schedules.cell('data-schedule="nightly"', "runner") == "workers"
+    assert re.search(r"\d{4}-\d\d-\d\d 03:00:00 UTC", schedules.cell('data-schedule="nightly"', "next-run"))
+    assert "<table id=\"workers\">" in workers_page.body
+    assert re.findall(r"<tr data-worker=\"([^\"]+)\"", workers_page.body) == ["w-1", "w-3"]
+    assert workers_page.cell('data-worker="w-1"', "jobs") == "1"
+    assert workers_page.cell('data-worker="w-1"', "queues") == "emails"
+
+
+def test_bad_urls_get_error_pages_never_a_traceback(conn: Connection, dsn: str, tmp_path: Path) -> None:
+    ids = seed(conn)
+    expected = {
+        "/jobs/999999999": 404, "/jobs/abc": 400, "/jobs/-1": 400, "/jobs/0": 400,
+        "/jobs/99999999999999999999": 400, "/queues/nowhere": 404, "/queues/bad%20name": 400,
+        "/queues/%3Cscript%3E": 400, "/queues/emails?state=bogus": 400, "/queues/emails?before=x": 400,
+        "/queues/emails?before=1e3": 400, "/queues/emails?page=2": 400,
+        f"/queues/emails?key={'k' * 1001}": 400,
+        "/no/such/page": 404, f"/jobs/{ids['e1']}/retry": 405,
+    }
+    with dashboard(dsn, tmp_path) as served:
+        client = served.client()
+        for path, status in expected.items():
+            page = client.get(path)
+            assert page.status == status, (path, page.status, page.body[:300])
+            assert "<section id=\"error\"" in page.body and "Traceback" not in page.body, path
+            assert page.headers["x-content-type-options"] == "nosniff", path
+            assert "script-src 'self'" in page.headers["content-security-policy"], path
+        assert "no job 999999999" in client.get("/jobs/999999999").body
+        assert "&lt;script&gt;" in client.get("/queues/%3Cscript%3E").body
+    assert "Traceback" not in served.log.read_text()
