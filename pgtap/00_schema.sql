@@ -104,7 +104,9 @@ SELECT set_eq(
         'jobq.resume(text)',
         'jobq.every(text,text,text,jsonb,integer,integer,text)',
         'jobq.unschedule(text)',
-        'jobq.enqueue_periodic(text)'
+        'jobq.enqueue_periodic(text)',
+        'jobq.run_now(bigint)',
+        'jobq.metrics()'
     ],
     'the public jobq functions are exactly the documented API');
 
@@ -226,6 +228,8 @@ SELECT set_eq(
         'jobq.pause(text)',
         'jobq.resume(text)',
         'jobq.enqueue_periodic(text)',
+        'jobq.run_now(bigint)',
+        'jobq.metrics()',
         'jobq._periodic_save(text,text,text,jsonb,integer,integer,text)',
         'jobq._periodic_delete(text)'
     ],

@@ -5,7 +5,7 @@
 -- for the length of this rolled-back transaction, and the exact calls are
 -- counted.
 BEGIN;
-SELECT plan(57);
+SELECT plan(61);
 
 -- no trigger any more
 SELECT hasnt_trigger('jobq', '_job', '_900_notify_worker', 'jobq._job has no notify trigger (0.3.0)');
@@ -46,6 +46,7 @@ SELECT set_eq($$SELECT fn::text FROM notifiers$$,
                     'jobq.reap(integer)',
                     'jobq.retry(bigint)',
                     'jobq.retry_dead(text)',
+                    'jobq.run_now(bigint)',
                     'jobq.resume(text)'],
               'exactly these functions notify (enqueue and enqueue_periodic through _insert_job)');
 
@@ -125,6 +126,16 @@ SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jo
                   'retry_dead sends one notification for its queue');
 TRUNCATE jobq_spy.calls;
 SELECT is(jobq.retry_dead('zeta'), 0, 'retry_dead with no dead job moves nothing');
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'and notifies nothing');
+
+-- run_now (0.5.0) wakes the queue of the scheduled job it makes due, as enqueue does
+DO $$ BEGIN PERFORM jobq.enqueue('iota', '{}', now() + interval '1 hour'); END $$;
+TRUNCATE jobq_spy.calls;
+SELECT ok(jobq.run_now((SELECT max(id) FROM jobq._job WHERE queue = 'iota')), 'run_now a scheduled job');
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'iota'::text)$$,
+                  'run_now sends one notification for the job''s queue');
+TRUNCATE jobq_spy.calls;
+SELECT ok(NOT jobq.run_now((SELECT max(id) FROM jobq._job WHERE queue = 'iota')), 'run_now of a job already due is false');
 SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'and notifies nothing');
 
 -- enqueue_periodic (what pg_cron runs) inserts through _insert_job: it notifies

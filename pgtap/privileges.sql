@@ -45,7 +45,9 @@ INSERT INTO api VALUES
     ('jobq.unschedule_maintenance()', false, false),
     ('jobq.every(text,text,text,jsonb,integer,integer,text)', false, false),
     ('jobq.unschedule(text)', false, false),
-    ('jobq.enqueue_periodic(text)', false, false);
+    ('jobq.enqueue_periodic(text)', false, false),
+    ('jobq.run_now(bigint)', false, false),
+    ('jobq.metrics()', false, true);
 
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
@@ -57,7 +59,7 @@ SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_worker', p.oid, 'EXECUTE')$$,
               $$SELECT sig FROM api WHERE worker$$,
-              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, prune, next_run_at, run_schedules');
+              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, prune, next_run_at, run_schedules, metrics');
 SELECT set_has($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                  WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_admin', p.oid, 'EXECUTE')$$,
                $$SELECT sig FROM api$$, 'jobq_admin may execute every public function');

@@ -11,8 +11,8 @@
 --     heartbeat and next lease expiry
 --   * view jobq.throughput: completed, failed attempts and dead per queue and minute over the last hour
 --   * jobq.run_now(id): a scheduled job runs now (and its workers are woken); admin only
---   * index jobq._job_archive (queue, id): jobq.jobs paged newest first by id within a queue stays fast
---     however large the archive
+--   * indexes on jobq._job_archive (queue, id) and (queue, job_key, id): jobq.jobs paged newest first by
+--     id within a queue, and filtered by job_key, stays fast however large the archive
 --   * the queue setting defaults live in the private view jobq._queue_defaults, which jobq._settings()
 --     and jobq.queues read (jobq.queues calls no function, so jobq_viewer can read it)
 --
@@ -72,8 +72,11 @@ ALTER TABLE jobq._job ADD COLUMN heartbeat_at timestamptz;
 COMMENT ON COLUMN jobq._job.heartbeat_at IS
     'The last heartbeat of the current lease; NULL until its first heartbeat (claim does not set it) and when not running.';
 
--- A queue's finished jobs newest first (jobq.jobs paged by id, keyset).
+-- A queue's finished jobs newest first (jobq.jobs paged by id, keyset),
+-- and those of one job_key (finding a key is a seek, however large the archive).
 CREATE INDEX _job_archive_queue_idx ON jobq._job_archive (queue, id);
+CREATE INDEX _job_archive_key_idx ON jobq._job_archive (queue, job_key, id)
+    WHERE job_key IS NOT NULL;
 
 CREATE TABLE jobq._job_error (
     job_id     bigint NOT NULL,

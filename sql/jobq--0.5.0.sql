@@ -208,8 +208,11 @@ CREATE INDEX _job_archive_prune_idx ON jobq._job_archive (prune_after)
     WHERE prune_after IS NOT NULL;
 CREATE INDEX _job_archive_dead_idx ON jobq._job_archive (queue, id)
     WHERE status = 'dead';
--- A queue's finished jobs newest first (jobq.jobs paged by id, keyset).
+-- A queue's finished jobs newest first (jobq.jobs paged by id, keyset),
+-- and those of one job_key (finding a key is a seek, however large the archive).
 CREATE INDEX _job_archive_queue_idx ON jobq._job_archive (queue, id);
+CREATE INDEX _job_archive_key_idx ON jobq._job_archive (queue, job_key, id)
+    WHERE job_key IS NOT NULL;
 
 -- The error of every failed attempt (fail, fail_held, an expired lease
 -- reaped), the last 25 per job; last_error holds only the latest. Rows live

@@ -1,5 +1,6 @@
 """The role matrix, for real: LOGIN roles that are members of jobq_producer,
-jobq_worker, jobq_admin, and one of none of them, connect and try every
+jobq_worker, jobq_admin, jobq_viewer (0.5.0: the views and metrics() only),
+and one of none of them, connect and try every
 public function (with valid arguments), every view, direct SELECT / INSERT /
 UPDATE / DELETE / TRUNCATE on every jobq table, the job id sequence and a
 few private helpers. Exactly what README's roles table allows succeeds;
@@ -15,6 +16,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,9 @@ from tests.chaos_support import drop_login_role, report
 
 Conn = psycopg.Connection[Any]
 
-PRODUCER, WORKER, ADMIN, OUTSIDER = "producer", "worker", "admin", "outsider"
-ROLES = {PRODUCER: "jobq_producer", WORKER: "jobq_worker", ADMIN: "jobq_admin", OUTSIDER: None}
+PRODUCER, WORKER, ADMIN, VIEWER, OUTSIDER = "producer", "worker", "admin", "viewer", "outsider"
+ROLES = {PRODUCER: "jobq_producer", WORKER: "jobq_worker", ADMIN: "jobq_admin", VIEWER: "jobq_viewer",
+         OUTSIDER: None}
 DENIED = "42501"
 
 
@@ -51,7 +54,8 @@ def may(*roles: str) -> frozenset[str]:
 PRODUCE = may(PRODUCER, ADMIN)
 WORK = may(WORKER, ADMIN)
 OPERATE = may(ADMIN)
-EVERYONE = may(PRODUCER, WORKER, ADMIN)
+EVERYONE = may(PRODUCER, WORKER, ADMIN, VIEWER)
+READ = may(ADMIN, VIEWER)
 NOBODY = may()
 
 # Keyed by the function's signature as PostgreSQL prints it (regprocedure),
@@ -92,6 +96,8 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.next_run_at(text[])": Call("SELECT jobq.next_run_at(ARRAY['priv'])", WORK),
     "jobq.retry(bigint)": Call("SELECT jobq.retry(%(dead)s)", OPERATE),
     "jobq.retry_dead(text)": Call("SELECT jobq.retry_dead('dead')", OPERATE),
+    "jobq.run_now(bigint)": Call("SELECT jobq.run_now(%(scheduled)s)", OPERATE),
+    "jobq.metrics()": Call("SELECT count(*) FROM jobq.metrics()", may(WORKER, ADMIN, VIEWER)),
     "jobq.cancel(bigint)": Call("SELECT jobq.cancel(%(ready)s)", OPERATE),
     "jobq.cancel_jobs(text,text,jsonb)": Call("SELECT jobq.cancel_jobs('priv', 'scheduled')", OPERATE),
     "jobq.discard_dead(text,interval)": Call("SELECT jobq.discard_dead('priv', interval '1 day')", OPERATE),
@@ -127,8 +133,9 @@ PRIVATE_HELPERS: dict[str, Call] = {
 }
 
 TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration", "_counter", "_key_done",
-          "_taken")
-VIEWS = ("stats", "jobs", "queues", "schedules")
+          "_taken", "_job_error")
+VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors")
+PRIVATE_VIEWS = ("_queue_defaults",)
 
 
 def table_calls(conn: Conn) -> dict[str, Call]:
@@ -137,7 +144,7 @@ def table_calls(conn: Conn) -> dict[str, Call]:
         "SELECT relname FROM pg_class WHERE relnamespace = 'jobq'::regnamespace AND relkind = 'r'")}
     views = {str(r[0]) for r in conn.execute(
         "SELECT relname FROM pg_class WHERE relnamespace = 'jobq'::regnamespace AND relkind = 'v'")}
-    assert tables == set(TABLES) and views == set(VIEWS), (tables, views)
+    assert tables == set(TABLES) and views == set(VIEWS) | set(PRIVATE_VIEWS), (tables, views)
     calls: dict[str, Call] = {}
     for table in TABLES:
         column = conn.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum = 1",
@@ -149,6 +156,8 @@ def table_calls(conn: Conn) -> dict[str, Call]:
         calls[f"DELETE jobq.{table}"] = Call(f"DELETE FROM jobq.{table}", NOBODY)
         calls[f"TRUNCATE jobq.{table}"] = Call(f"TRUNCATE jobq.{table} CASCADE", NOBODY)
     for view in VIEWS:
+        calls[f"SELECT jobq.{view}"] = Call(f"SELECT count(*) FROM jobq.{view}", READ)
+    for view in PRIVATE_VIEWS:
         calls[f"SELECT jobq.{view}"] = Call(f"SELECT count(*) FROM jobq.{view}", OPERATE)
     calls["nextval jobq._job_id_seq"] = Call("SELECT nextval('jobq._job_id_seq')", NOBODY)
     calls["SELECT jobq._job_id_seq"] = Call("SELECT last_value FROM jobq._job_id_seq", NOBODY)
@@ -194,6 +203,7 @@ def test_every_role_can_do_exactly_what_the_readme_allows(
     # Something for every call to act on.
     ready = pyqueue.enqueue(conn, "priv", {"n": 1})
     pyqueue.enqueue(conn, "priv", {"n": 2})
+    scheduled = pyqueue.enqueue(conn, "priv", {"n": 3}, delay=timedelta(hours=1))
     dead_id = pyqueue.enqueue(conn, "dead", {}, max_attempts=1)
     [dying] = pyqueue.claim(conn, "dead")
     assert dying.fail("boom")
@@ -201,7 +211,8 @@ def test_every_role_can_do_exactly_what_the_readme_allows(
     [held] = pyqueue.claim(conn, "held")
     assert held.id == held_id
     pyqueue.configure_queue(conn, "priv", rate_limit=100)
-    params = {"ready": ready, "dead": dead_id, "held": held.id, "token": held.lease_token}
+    params = {"ready": ready, "dead": dead_id, "held": held.id, "token": held.lease_token,
+              "scheduled": scheduled}
 
     calls = {**FUNCTIONS, **PRIVATE_HELPERS, **table_calls(conn)}
     wrong: list[tuple[str, str, str, str]] = []
@@ -228,4 +239,6 @@ def test_every_role_can_do_exactly_what_the_readme_allows(
                                   for kind, name, want, got in wrong)
     # The denied calls changed nothing; the allowed ones were rolled back.
     assert conn.execute("SELECT status FROM jobq.jobs WHERE id = %s", (held.id,)).fetchone() == ("running",)
-    assert conn.execute("SELECT count(*) FROM jobq._job").fetchone() == (3,)
+    assert conn.execute("SELECT count(*) FROM jobq._job").fetchone() == (4,)
+    still = conn.execute("SELECT status FROM jobq.jobs WHERE id = %s", (scheduled,)).fetchone()
+    assert still == ("scheduled",), "run_now was rolled back (or denied)"

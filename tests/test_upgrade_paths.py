@@ -246,9 +246,13 @@ def check_old_data_works(conn: Conn, old: OldData) -> None:
     assert settings == (*kept, 0, 0, False), "the settings are kept, and no new limit appears by itself"
     assert scalar(conn, "SELECT count(*) FROM jobq._job WHERE group_key IS NOT NULL") == 0
 
+    assert conn.execute("SELECT worker, jobs, last_heartbeat_at FROM jobq.workers").fetchall() == [
+        ("old-worker", 1, None)], "jobq.workers (0.5.0) shows the lease taken before the upgrade"
     assert scalar(conn, "SELECT jobq.heartbeat(%s, %s)", (old.claimed, old.lease_token)) is True, (
         "the job claimed before the upgrade is still held under its old lease token"
     )
+    beat = scalar(conn, "SELECT heartbeat_at IS NOT NULL FROM jobq.jobs WHERE id = %s", (old.claimed,))
+    assert beat is True, "its heartbeat is recorded (heartbeat_at, 0.5.0)"
     assert scalar(conn, "SELECT jobq.complete(%s, %s)", (old.claimed, old.lease_token)) is True, (
         "and completes with it"
     )
@@ -259,6 +263,14 @@ def check_old_data_works(conn: Conn, old: OldData) -> None:
     assert scalar(conn, "SELECT jobq.retry(%s)", (old.dead,)) is True, "the dead job can be retried"
     retried = conn.execute("SELECT id, payload, last_error FROM jobq.claim('legacy', 10)").fetchall()
     assert [tuple(r) for r in retried] == [(old.dead, {"n": "dead"}, "fatal")], "and runs again"
+    assert scalar(conn, "SELECT count(*) FROM jobq.job_errors WHERE job_id = %s", (old.dead,)) == 0, (
+        "an error from before the upgrade is in last_error only"
+    )
+    token = scalar(conn, "SELECT lease_token FROM jobq._job WHERE id = %s", (old.dead,))
+    assert scalar(conn, "SELECT jobq.fail(%s, 'after the upgrade', %s)", (old.dead, token)) is True
+    history = conn.execute(
+        "SELECT attempt, error FROM jobq.job_errors WHERE job_id = %s", (old.dead,)).fetchall()
+    assert history == [(1, "after the upgrade")], "a failure after the upgrade joins the error history"
     assert scalar(conn, "SELECT status FROM jobq.jobs WHERE id = %s", (old.scheduled,)) == "scheduled"
     new_id = int(scalar(conn, "SELECT jobq.enqueue('legacy', '{}')"))
     assert new_id > max(old.claimed, old.ready, old.dead, old.scheduled), "ids continue after the old ones"
