@@ -71,22 +71,41 @@ def outcome(job: JobRecord, error: BaseException | None, seconds: float) -> str:
     return "acknowledged" if job.acknowledged else "completed"
 
 
+class _Queue:
+    """The series of one queue, looked up once (``labels()`` takes a lock)."""
+
+    def __init__(self, metrics: WorkerMetrics, queue: str) -> None:
+        self.queue, self.clock, self.duration = queue, metrics.clock, metrics.duration
+        self.in_flight = metrics.in_flight.labels(queue)
+        self.pickup = metrics.pickup.labels(queue)
+        self.durations: dict[str, Histogram] = {}  # by outcome, made when first seen
+
+    def ended(self, how: str, seconds: float) -> None:
+        self.in_flight.dec()
+        if (child := self.durations.get(how)) is None:
+            child = self.durations[how] = self.duration.labels(self.queue, how)
+        child.observe(seconds)
+
+
 class _Run:
-    """One handler run, watched: ``with metrics.run(queue, job):``."""
+    """One handler run, watched: ``with _Run(series, job):``."""
 
-    __slots__ = ("job", "metrics", "queue", "started")
+    __slots__ = ("job", "series", "started")
 
-    def __init__(self, metrics: WorkerMetrics, queue: str, job: JobRecord) -> None:
-        self.metrics, self.queue, self.job = metrics, queue, job
+    def __init__(self, series: _Queue, job: JobRecord) -> None:
+        self.series, self.job = series, job
         self.started = 0.0
 
     def __enter__(self) -> None:
-        self.started = time.monotonic()
-        self.metrics.began(self.queue, self.job, self.started)
+        self.started = started = time.monotonic()
+        self.series.in_flight.inc()
+        if (delay := self.series.clock.seconds_since(self.job.run_at, started)) is not None:
+            self.series.pickup.observe(delay)
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.metrics.ended(self.queue, self.job, error, time.monotonic() - self.started)
+        seconds = time.monotonic() - self.started
+        self.series.ended(outcome(self.job, error, seconds), seconds)
 
 
 class WorkerMetrics(Observer):
@@ -113,20 +132,19 @@ class WorkerMetrics(Observer):
 
     # --- the observer's hooks
     def wrap(self, queue: str, handler: H, *, asynchronous: bool) -> H:
-        """``handler`` run inside :meth:`run`; the queue's series start at 0."""
-        self.in_flight.labels(queue)
-        self.pickup.labels(queue)
+        """``handler``, its runs watched; the queue's series start at 0."""
+        series = _Queue(self, queue)
         if asynchronous:
             ahandler = cast(Callable[[JobRecord], Awaitable[object]], handler)
 
             async def observed_async(job: JobRecord) -> object:
-                with _Run(self, queue, job):
+                with _Run(series, job):
                     return await ahandler(job)
 
             return cast(H, observed_async)
 
         def observed(job: JobRecord) -> object:
-            with _Run(self, queue, job):
+            with _Run(series, job):
                 return handler(job)
 
         return cast(H, observed)
@@ -151,13 +169,3 @@ class WorkerMetrics(Observer):
             server.server_close()
             thread.join()
             self.database.close()
-
-    # --- what a run records
-    def began(self, queue: str, job: JobRecord, at: float) -> None:
-        self.in_flight.labels(queue).inc()
-        if (delay := self.clock.seconds_since(job.run_at, at)) is not None:
-            self.pickup.labels(queue).observe(delay)
-
-    def ended(self, queue: str, job: JobRecord, error: BaseException | None, seconds: float) -> None:
-        self.in_flight.labels(queue).dec()
-        self.duration.labels(queue, outcome(job, error, seconds)).observe(seconds)
