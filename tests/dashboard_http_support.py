@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
+import json
 import os
 import re
 import signal
@@ -19,8 +20,12 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from html import unescape
 from pathlib import Path
+from typing import Any
+
+import psycopg
 
 from tests.conftest import ROOT
 
@@ -28,6 +33,10 @@ START_TIMEOUT = 30.0  # seconds a dashboard process may take to listen
 STOP_TIMEOUT = 20.0
 REQUEST_TIMEOUT = 30.0
 TOKEN_ENV = "PYQUEUE_DASHBOARD_TOKEN"
+SCRIPT_PAYLOAD = {"x": "<script>alert(1)</script>"}
+ERROR_TEXT = ('Traceback (most recent call last):\n  File "jobs.py", line 3\n'
+              "ValueError: <img src=x onerror=alert(1)>")
+Connection = psycopg.Connection[tuple[Any, ...]]
 
 
 def free_port() -> int:
@@ -47,6 +56,43 @@ def run_command(*args: str, env: dict[str, str] | None = None, stdin: str = "",
     return subprocess.run([sys.executable, "-m", "pyqueue", *args], cwd=ROOT, input=stdin,
                           capture_output=True, text=True, timeout=timeout, env=env or dashboard_env(),
                           check=False)
+
+
+def claim(conn: Connection, queue: str, n: int, worker: str) -> list[tuple[int, str]]:
+    rows = conn.execute("SELECT id, lease_token::text FROM jobq.claim(%s, %s, %s)",
+                        (queue, n, worker)).fetchall()
+    return [(int(row[0]), str(row[1])) for row in rows]
+
+
+def enqueue(conn: Connection, queue: str, payload: dict[str, Any], **options: Any) -> int:
+    named = "".join(f", {name} => %({name})s" for name in options)
+    row = conn.execute(f"SELECT jobq.enqueue(%(queue)s, %(payload)s::jsonb{named})".encode(),
+                       {"queue": queue, "payload": json.dumps(payload), **options}).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def seed(conn: Connection) -> dict[str, int]:
+    """Queues in every state: emails (limits; ready, scheduled, running,
+    completed), reports (a dead job with two recorded errors, a <script>
+    payload), idle (paused); a worker-run schedule."""
+    conn.execute("SELECT jobq.configure_queue('emails', concurrency => 5, rate_limit => 100, "
+                 "rate_interval => '1 minute', retention => '1 hour')")
+    ids = {f"e{n}": enqueue(conn, "emails", {"n": n}, job_key=f"key-{n}") for n in range(1, 5)}
+    in_two_days = datetime.now(timezone.utc) + timedelta(days=2)
+    ids["scheduled"] = enqueue(conn, "emails", {"later": True}, run_at=in_two_days)
+    (first, first_token), _ = claim(conn, "emails", 2, "w-1")
+    conn.execute("SELECT jobq.complete(%s, %s::uuid)", (first, first_token))
+    ids["dead"] = enqueue(conn, "reports", SCRIPT_PAYLOAD, max_attempts=2, job_key="<b>key</b>")
+    for attempt in (1, 2):
+        [(job_id, token)] = claim(conn, "reports", 1, "w-2")
+        assert job_id == ids["dead"]
+        conn.execute("SELECT jobq.fail(%s, %s, %s::uuid, now())",
+                     (job_id, f"{ERROR_TEXT} #{attempt}", token))
+    conn.execute("SELECT jobq.pause('idle')")
+    conn.execute("SELECT jobq.every('nightly', '0 3 * * *', 'reports', '{\"kind\": \"nightly\"}'::jsonb, "
+                 "runner => 'workers')")
+    return ids
 
 
 @dataclass
@@ -69,7 +115,7 @@ class Response:
 
     @property
     def csrf_token(self) -> str:
-        found = re.search(r"name=\"csrf_token\" value=\"([^\"]+)\"", self.body)
+        found = re.search(r"<meta name=\"csrf-token\" content=\"([^\"]+)\"", self.body)
         assert found, "the page has no CSRF token"
         return unescape(found.group(1))
 
