@@ -19,7 +19,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,8 +27,11 @@ from typing import Any
 
 import psycopg
 from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +125,23 @@ def running_dashboard(dsn: str, scratch: Path, *options: str, host: str = "127.0
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def shows(selector: str) -> Callable[[WebDriver], bool]:
+    """A wait condition: the page has an element matching selector."""
+    return lambda d: bool(d.find_elements(By.CSS_SELECTOR, selector))
+
+
+def submit(driver: WebDriver, action_suffix: str) -> str:
+    """Click the submit button of the page's form posting to …action_suffix
+    (accepting its confirmation, if it asks); the flash message shown after."""
+    form = driver.find_element(By.CSS_SELECTOR, f'form[action$="{action_suffix}"]')
+    form.find_element(By.CSS_SELECTOR, "button, input[type=submit]").click()
+    with contextlib.suppress(TimeoutException):
+        wait(driver, 2).until(EC.alert_is_present()).accept()
+    wait(driver).until(EC.staleness_of(form))
+    flash = wait(driver).until(EC.visibility_of_element_located((By.CSS_SELECTOR, "#flash")))
+    return str(flash.text)
 
 
 # --- the database, through jobq's functions ------------------------------------------------

@@ -10,18 +10,16 @@ docs/dashboard/ (or ``JOBQ_SCREENSHOTS_DIR``), palette-compressed.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from selenium.common.exceptions import NoAlertPresentException, TimeoutException
+from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support import expected_conditions as EC
 
 from tests.dashboard_support import (
     ROOT,
@@ -32,8 +30,10 @@ from tests.dashboard_support import (
     png_size,
     realistic_dataset,
     running_dashboard,
+    shows,
     stats,
     status,
+    submit,
     wait,
 )
 
@@ -74,26 +74,9 @@ def cell(driver: WebDriver, queue: str, column: str) -> str:
     return str(driver.find_element(By.CSS_SELECTOR, f'#queues tr[data-queue="{queue}"] .{column}').text)
 
 
-def shows(selector: str) -> Callable[[WebDriver], bool]:
-    """A wait condition: the page has an element matching selector."""
-    return lambda d: bool(d.find_elements(By.CSS_SELECTOR, selector))
-
-
 def no_alert(driver: WebDriver) -> None:
     with pytest.raises(NoAlertPresentException):
         driver.switch_to.alert.accept()
-
-
-def submit(driver: WebDriver, action_suffix: str) -> str:
-    """Click the submit button of the page's form posting to …action_suffix
-    (accepting its confirmation, if it asks); the flash message shown after."""
-    form = driver.find_element(By.CSS_SELECTOR, f'form[action$="{action_suffix}"]')
-    form.find_element(By.CSS_SELECTOR, "button, input[type=submit]").click()
-    with contextlib.suppress(TimeoutException):
-        wait(driver, 2).until(EC.alert_is_present()).accept()
-    wait(driver).until(EC.staleness_of(form))
-    flash = wait(driver).until(EC.visibility_of_element_located((By.CSS_SELECTOR, "#flash")))
-    return str(flash.text)
 
 
 def test_the_overview_shows_the_counts_the_database_holds(conn: Conn, dsn: str, driver: WebDriver,
