@@ -3,7 +3,7 @@
 The top level of ``pyqueue/`` is the core API (connection helpers,
 enqueue/claim, Job, errors, defaults, schema); each subfolder is a package
 for one role: ``worker/`` (the consumer loop and the Worker), ``cli/`` (the
-``pyqueue`` command), ``bench/`` (the benchmarks), later ``dashboard/``.
+``pyqueue`` command), ``bench/`` (the benchmarks), ``dashboard/`` (the web UI).
 These tests read the tree, so a new package is held to the same rules:
 
 - every folder of modules is a package whose ``__init__`` says what it holds;
@@ -11,10 +11,10 @@ These tests read the tree, so a new package is held to the same rules:
 - the core imports no role package (except the entry points that re-export
   the worker or run the command line), and a role package imports no other
   one but the worker at module level;
-- the benchmarks stay out of everything else: ``import pyqueue``, a Worker
-  running in-process (sync and asyncio) and a ``pyqueue worker`` process load
-  no ``pyqueue`` package but the worker (and the CLI, for the command), and
-  no matplotlib.
+- the benchmarks and the dashboard stay out of everything else: ``import
+  pyqueue``, a Worker running in-process (sync and asyncio) and a ``pyqueue
+  worker`` process load no ``pyqueue`` package but the worker (and the CLI,
+  for the command), no matplotlib and nothing of the dashboard's extra.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from tests.worker_support import wait_until
 Connection = psycopg.Connection[tuple[object, ...]]
 PACKAGE = ROOT / "pyqueue"
 MAX_LINES = 400  # the most lines a pyqueue module may have
-ROLE_PACKAGES = ("worker", "cli", "bench")  # at least these; dashboard/ will join them
+ROLE_PACKAGES = ("worker", "cli", "bench", "dashboard")  # at least these
 # The core modules that may import a role package: the public entry points
 # re-export the worker (pyqueue.Worker, pyqueue.aio.AsyncWorker) or run the CLI.
 ENTRY_POINTS = {"__init__.py": {"worker"}, "aio.py": {"worker"}, "__main__.py": {"cli"}}
@@ -49,7 +49,8 @@ ENTRY_POINTS = {"__init__.py": {"worker"}, "aio.py": {"worker"}, "__main__.py": 
 WORKER_PACKAGES = ("pyqueue.worker",)
 COMMAND_PACKAGES = ("pyqueue.worker", "pyqueue.cli")
 SHARED_PACKAGES = ("worker",)  # the role packages others may import at module level
-NEVER_IN_A_WORKER = ("matplotlib",)  # heavy optional dependencies (the bench chart)
+# Heavy optional dependencies: the bench chart, the dashboard's web stack.
+NEVER_IN_A_WORKER = ("matplotlib", "starlette", "jinja2", "uvicorn")
 RUN_TIMEOUT = 120  # seconds a probe process may take
 
 
@@ -266,6 +267,8 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     assert forbidden(["pyqueue", "pyqueue.bench", "pyqueue.bench.suite", "matplotlib.pyplot"],
                      WORKER_PACKAGES) == ["matplotlib.pyplot", "pyqueue.bench", "pyqueue.bench.suite"]
     assert forbidden(["pyqueue.cli.worker"], WORKER_PACKAGES) == ["pyqueue.cli.worker"]
+    assert forbidden(["pyqueue.cli.dashboard", "pyqueue.dashboard.app", "starlette.routing"],
+                     COMMAND_PACKAGES) == ["pyqueue.dashboard.app", "starlette.routing"]
     assert forbidden(["pyqueue.cli.worker", "pyqueue.worker.sync_worker"], COMMAND_PACKAGES) == []
     probe = tmp_path / "probe.py"
     probe.write_text("from pyqueue.bench import suite\nfrom pyqueue import client\n\n"
