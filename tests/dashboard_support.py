@@ -211,7 +211,8 @@ def realistic_dataset(conn: Conn) -> dict[str, int]:
         enqueue(conn, "billing.invoices", {"invoice": 9100 + i, "amount_cents": 1250 * (i + 1)},
                 run_at=datetime.now(timezone.utc) + timedelta(hours=i + 1))
     enqueue(conn, "reports", {"report": "weekly-sales", "format": "pdf"})
-    running, _ = claim(conn, "emails", "worker-7@app-2")
+    running, token = claim(conn, "emails", "worker-7@app-2")
+    conn.execute("SELECT jobq.heartbeat(%s, %s::uuid)", (running, token))
     claim(conn, "reports", "worker-3@app-1")
     for i in range(3):
         enqueue(conn, "webhooks", {"url": "https://hooks.example.com/orders", "event": f"order.{i}"})
@@ -220,6 +221,19 @@ def realistic_dataset(conn: Conn) -> dict[str, int]:
                  "'{\"report\": \"daily\"}'::jsonb, runner => 'workers')")
     conn.execute("SELECT jobq.every('invoice-run', '*/30 * * * *', 'billing.invoices', runner => 'workers')")
     return {"dead": dead, "running": running}
+
+
+def past_hour(conn: Conn) -> None:
+    """Fifty-nine earlier minutes of completions and failures in jobq's
+    per-minute counters (written directly, as the superuser: the pictures
+    cannot wait an hour for real traffic)."""
+    conn.execute("""
+        INSERT INTO jobq._counter (queue, bucket, completed, failed, dead)
+        SELECT q, date_trunc('minute', now()) - m * interval '1 minute',
+               20 + (m * 7 + length(q) * 3) % 25 + CASE WHEN m BETWEEN 20 AND 30 THEN 30 ELSE 0 END,
+               CASE WHEN m % 9 = length(q) % 9 THEN 1 + m % 4 ELSE 0 END, 0
+        FROM unnest(ARRAY['emails', 'billing.invoices', 'reports', 'webhooks']) AS q,
+             generate_series(1, 59) AS m""")
 
 
 def png_size(path: Path) -> tuple[int, int]:

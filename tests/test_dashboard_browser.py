@@ -27,6 +27,7 @@ from tests.dashboard_support import (
     browser,
     enqueue,
     make_dead,
+    past_hour,
     png_size,
     realistic_dataset,
     running_dashboard,
@@ -168,6 +169,7 @@ def optimised_copy(source: Path, target: Path) -> None:
 
 def test_every_page_is_photographed(conn: Conn, dsn: str, driver: WebDriver, scratch: Path) -> None:
     ids = realistic_dataset(conn)
+    past_hour(conn)
     pages = {"overview": "/", "queue": "/queues/emails", "job": f"/jobs/{ids['dead']}",
              "schedules": "/schedules", "workers": "/workers"}
     assert tuple(pages) == SCREENSHOTS
