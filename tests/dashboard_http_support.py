@@ -211,15 +211,22 @@ def wait_listening(process: subprocess.Popen[str], port: int, log: Path) -> None
     raise AssertionError(f"the dashboard did not listen within {START_TIMEOUT} s:\n{log.read_text()}")
 
 
-@contextlib.contextmanager
-def dashboard(dsn: str, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Dashboard]:
+def dashboard(dsn: str, tmp_path: Path, *args: str,
+              env: dict[str, str] | None = None) -> contextlib.AbstractContextManager[Dashboard]:
     """``pyqueue dashboard --dsn dsn ARGS`` on a free port, stopped by SIGTERM afterwards."""
     port = free_port()
+    argv = [sys.executable, "-m", "pyqueue", "dashboard", "--dsn", dsn, "--port", str(port), *args]
+    return serving(argv, port, tmp_path, env=env)
+
+
+@contextlib.contextmanager
+def serving(argv: list[str], port: int, tmp_path: Path, *,
+            env: dict[str, str] | None = None) -> Iterator[Dashboard]:
+    """The process argv, once it listens on port; stopped by SIGTERM afterwards."""
     log = tmp_path / f"dashboard-{port}.log"
     with log.open("w") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pyqueue", "dashboard", "--dsn", dsn, "--port", str(port), *args],
-            cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, text=True, env=env or dashboard_env())
+        process = subprocess.Popen(argv, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, text=True,
+                                   env=env or dashboard_env())
     try:
         wait_listening(process, port, log)
         yield Dashboard(process, port, log)

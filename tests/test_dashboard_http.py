@@ -8,15 +8,44 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+import textwrap
 from html import unescape
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from tests.dashboard_http_support import SCRIPT_PAYLOAD, Response, claim, dashboard, enqueue, seed
+from tests.dashboard_http_support import (
+    SCRIPT_PAYLOAD,
+    Response,
+    claim,
+    dashboard,
+    enqueue,
+    free_port,
+    seed,
+    serving,
+)
 
 Connection = psycopg.Connection[tuple[Any, ...]]
+MOUNTED = '''
+import sys
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount, Route
+
+from pyqueue.dashboard import create_app
+
+
+async def home(request):
+    return PlainTextResponse("the host app")
+
+
+app = Starlette(routes=[Route("/", home), Mount("/ops/jobq", app=create_app(sys.argv[1]))])
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+'''
 
 
 def assert_safe_page(page: Response) -> None:
@@ -159,3 +188,24 @@ def test_bad_urls_get_error_pages_never_a_traceback(conn: Connection, dsn: str, 
         assert "no job 999999999" in client.get("/jobs/999999999").body
         assert "&lt;script&gt;" in client.get("/queues/%3Cscript%3E").body
     assert "Traceback" not in served.log.read_text()
+
+
+def test_mounted_in_another_app_under_a_prefix(conn: Connection, dsn: str, tmp_path: Path) -> None:
+    """create_app() mounted in a user's Starlette app: links, assets, forms
+    and redirects stay under the prefix, and the pool opens on first use."""
+    ids = seed(conn)
+    port = free_port()
+    argv = [sys.executable, "-c", textwrap.dedent(MOUNTED), dsn, str(port)]
+    with serving(argv, port, tmp_path) as served:
+        client = served.client()
+        assert client.get("/").body == "the host app"
+        page = client.get("/ops/jobq/")
+        assert page.status == 200 and 'href="/ops/jobq/queues/emails"' in page.body
+        assert '<link rel="stylesheet" href="/ops/jobq/static/dashboard.css">' in page.body
+        assert client.get("/ops/jobq/static/dashboard.js").status == 200
+        assert f'href="/ops/jobq/jobs/{ids["e3"]}"' in client.get("/ops/jobq/queues/emails").body
+        posted = client.post("/ops/jobq/queues/emails/pause", [], token_from="/ops/jobq/queues/emails")
+        assert posted.status == 303 and posted.headers["location"] == "/ops/jobq/queues/emails"
+        assert client.get(posted.headers["location"]).flash == "queue emails paused"
+        assert client.get("/ops/jobq/jobs/abc").status == 400
+    assert conn.execute("SELECT paused FROM jobq.stats WHERE queue = 'emails'").fetchone() == (True,)
