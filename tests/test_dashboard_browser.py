@@ -10,6 +10,7 @@ docs/dashboard/ (or ``JOBQ_SCREENSHOTS_DIR``), palette-compressed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
@@ -17,9 +18,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as EC
 
 from tests.dashboard_support import (
     ROOT,
@@ -120,6 +122,21 @@ def test_pause_then_resume_round_trips(conn: Conn, dsn: str, driver: WebDriver, 
         assert "emails" in submit(driver, "/queues/emails/resume")
         assert stats(conn, "emails")["paused"] is False
     assert conn.execute("SELECT count(*) FROM jobq.claim('emails', 1)").fetchone() == (1,)
+
+
+def test_bulk_cancel_of_the_checked_jobs(conn: Conn, dsn: str, driver: WebDriver, scratch: Path) -> None:
+    jobs = [enqueue(conn, "emails", {"n": i}) for i in range(3)]
+    with running_dashboard(dsn, scratch) as dashboard:
+        driver.get(f"{dashboard.url}/queues/emails")
+        for job in jobs[:2]:
+            driver.find_element(By.CSS_SELECTOR, f'tr[data-job-id="{job}"] input[name=ids]').click()
+        form = driver.find_element(By.CSS_SELECTOR, "form#bulk")
+        form.find_element(By.CSS_SELECTOR, "button[value=cancel]").click()
+        with contextlib.suppress(TimeoutException):
+            wait(driver, 2).until(EC.alert_is_present()).accept()
+        wait(driver).until(EC.staleness_of(form))
+        assert "2 of 2" in wait(driver).until(EC.visibility_of_element_located((By.ID, "flash"))).text
+    assert [status(conn, job) for job in jobs] == ["cancelled", "cancelled", "ready"]
 
 
 def test_markup_from_the_database_is_shown_as_text(conn: Conn, dsn: str, driver: WebDriver,
