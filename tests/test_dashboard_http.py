@@ -209,3 +209,21 @@ def test_mounted_in_another_app_under_a_prefix(conn: Connection, dsn: str, tmp_p
         assert client.get(posted.headers["location"]).flash == "queue emails paused"
         assert client.get("/ops/jobq/jobs/abc").status == 400
     assert conn.execute("SELECT paused FROM jobq.stats WHERE queue = 'emails'").fetchone() == (True,)
+
+
+def test_a_lost_database_connection_is_a_503_page_then_it_recovers(
+        conn: Connection, dsn: str, tmp_path: Path) -> None:
+    seed(conn)
+    with dashboard(dsn, tmp_path) as served:
+        client = served.client()
+        assert client.get("/").status == 200
+        killed = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE application_name = 'pyqueue-dashboard' AND datname = current_database()"
+                              ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        page = client.get("/queues/emails")
+        assert page.status == 503 and '<section id="error" data-status="503">' in page.body
+        assert "cannot reach PostgreSQL" in page.body and "Traceback" not in page.body
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert client.get("/queues/emails").status == 200  # the pool replaced the lost connection
+    assert "database unavailable for GET /queues/emails" in served.log.read_text()

@@ -30,12 +30,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pyqueue.dashboard import actions, pages
 from pyqueue.dashboard.database import Database
 from pyqueue.dashboard.rendering import STATIC, error_page, make_environment
 from pyqueue.dashboard.security import (
-    SECURITY_HEADERS,
     Auth,
     Authenticator,
     SecurityMiddleware,
@@ -93,19 +93,43 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return response
 
 
-async def unexpected_error(request: Request, exc: Exception) -> Response:
-    """Anything else: logged here with its traceback, a page without one for the browser."""
+def unexpected_error(request: Request, exc: Exception) -> Response:
+    """Anything else: logged here (the traceback only for a real bug), a page
+    without one for the browser."""
     if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
         log.error("database unavailable for %s %s: %s", request.method, request.url.path, exc)
-        response = error_page(request, 503, TITLES[503],
-                              "the dashboard cannot reach PostgreSQL right now; "
-                              "it tries again with the next request")
-    else:
-        log.exception("error serving %s %s", request.method, request.url.path)
-        response = error_page(request, 500, "Internal error",
-                              "the dashboard failed to serve this page; the server log has the details")
-    response.headers.update(SECURITY_HEADERS)  # the outermost handler sends this one itself
-    return response
+        return error_page(request, 503, TITLES[503], "the dashboard cannot reach PostgreSQL right now; "
+                          "it tries again with the next request")
+    log.exception("error serving %s %s", request.method, request.url.path)
+    return error_page(request, 500, "Internal error",
+                      "the dashboard failed to serve this page; the server log has the details")
+
+
+class ErrorPages:
+    """Turns an exception escaping a page or action into an error page
+    (inside the security middleware, so it carries the same headers), before
+    Starlette's outermost handler would print it as an unhandled error."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception as exc:
+            if started:  # too late for a page: the client sees a cut response
+                raise
+            await unexpected_error(Request(scope, receive), exc)(scope, receive, send)
 
 
 def create_app(
@@ -146,8 +170,8 @@ def create_app(
 
     app = Starlette(
         routes=routes(),
-        middleware=[Middleware(SecurityMiddleware, authenticator=authenticator)],
-        exception_handlers={HTTPException: http_error, Exception: unexpected_error},
+        middleware=[Middleware(SecurityMiddleware, authenticator=authenticator), Middleware(ErrorPages)],
+        exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
     app.state.database = database
