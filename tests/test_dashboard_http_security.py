@@ -80,9 +80,12 @@ def test_a_token_guards_every_page(conn: Connection, dsn: str, tmp_path: Path) -
         wrong = served.client(headers={"Authorization": "Bearer wrong-token-0123456789"})
         assert wrong.get("/").status == 303
         assert anonymous.get("/static/dashboard.css").status == 200  # assets are not secret
+        assert anonymous.get("/metrics", headers={"Accept": "*/*"}).status == 401
         with_header = served.client(headers={"Authorization": f"Bearer {TOKEN}"})
         page = with_header.get("/")
         assert page.status == 200 and 'data-queue="emails"' in page.body
+        scraped = with_header.get("/metrics", headers={"Accept": "*/*"})
+        assert scraped.status == 200 and 'jobq_jobs{queue="emails",state="ready"} 2.0' in scraped.body
         # CSRF still applies with the header.
         assert with_header.post("/queues/emails/pause", [], token_from="/").status == 303
         assert with_header.request("POST", "/queues/emails/resume", fields=[]).status == 403
@@ -169,3 +172,18 @@ def test_a_jobq_viewer_login_reads_every_page_and_changes_nothing(
         assert row == ("dead",)
     finally:
         conn.execute(f"DROP ROLE {role}")
+
+
+def test_behind_a_proxy_under_a_prefix(conn: Connection, dsn: str, tmp_path: Path) -> None:
+    """``--root-path /jobq`` (the proxy strips the prefix): links, cookies and
+    redirects carry the prefix the browser sees."""
+    seed(conn)
+    with dashboard(dsn, tmp_path, "--root-path", "/jobq") as served:
+        client = served.client()
+        page = client.get("/queues/emails")
+        assert page.status == 200 and '<link rel="stylesheet" href="/jobq/static/dashboard.css">' in page.body
+        assert 'action="/jobq/queues/emails/pause"' in page.body
+        assert any("Path=/jobq;" in cookie for cookie in page.cookies)
+        posted = client.post("/queues/emails/pause", [], token_from="/queues/emails")
+        assert posted.status == 303 and posted.headers["location"] == "/jobq/queues/emails"
+    assert conn.execute("SELECT paused FROM jobq.stats WHERE queue = 'emails'").fetchone() == (True,)

@@ -14,7 +14,6 @@ let the process end).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import secrets
 from collections.abc import AsyncIterator
@@ -34,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pyqueue.dashboard import actions, pages
 from pyqueue.dashboard.database import Database
+from pyqueue.dashboard.metrics import metrics_endpoint
 from pyqueue.dashboard.rendering import STATIC, error_page, make_environment
 from pyqueue.dashboard.security import (
     Auth,
@@ -60,7 +60,8 @@ class Settings:
 
 
 def routes() -> list[BaseRoute]:
-    """Every route; ``/metrics`` when pyqueue.dashboard.metrics is present."""
+    """Every route: the pages, the actions, the login form, ``/metrics``
+    (Prometheus text, pyqueue.dashboard.metrics) and the static assets."""
     found: list[BaseRoute] = [
         Route("/", pages.overview, name="overview"),
         Route("/queues/{queue}", pages.queue, name="queue"),
@@ -75,12 +76,9 @@ def routes() -> list[BaseRoute]:
         Route("/schedules", pages.schedules, name="schedules"),
         Route("/workers", pages.workers, name="workers"),
         Route("/login", actions.login, methods=["GET", "POST"], name="login"),
+        Route("/metrics", metrics_endpoint, name="metrics"),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
-    if importlib.util.find_spec("pyqueue.dashboard.metrics") is not None:
-        from pyqueue.dashboard.metrics import metrics_endpoint  # noqa: PLC0415  (written by the metrics part)
-
-        found.append(Route("/metrics", metrics_endpoint, name="metrics"))
     return found
 
 
