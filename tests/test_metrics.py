@@ -217,3 +217,18 @@ def test_the_collector_says_jobq_up_0_when_the_database_cannot_be_read(
     collector.close()
     assert again[key("jobq_up")] == 1.0
     assert jobq_series(again) == from_stats(conn)[0]
+
+
+@pytest.mark.parametrize(("options", "error", "says"), [
+    ({"metrics_port": "9100"}, TypeError, "metrics_port must be an int"),
+    ({"metrics_port": True}, TypeError, "metrics_port must be an int"),
+    ({"metrics_port": 70000}, ValueError, "between 0 and 65535"),
+    ({"metrics_port": 9100, "metrics_host": ""}, TypeError, "metrics_host must be"),
+    ({"metrics_host": "0.0.0.0"}, ValueError, "metrics_host is set but metrics_port is not"),
+])
+def test_bad_metrics_settings_are_refused_by_the_constructors(
+        dsn: str, options: dict[str, Any], error: type[Exception], says: str) -> None:
+    with pytest.raises(error, match=says):
+        pyqueue.Worker(dsn, **options)
+    with pytest.raises(error, match=says):
+        pyqueue.aio.AsyncWorker(dsn, **options)

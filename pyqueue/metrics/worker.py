@@ -23,6 +23,7 @@ observed: their batches commit or roll back as a whole, per transaction.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -137,12 +138,14 @@ class WorkerMetrics(Observer):
         if asynchronous:
             ahandler = cast(Callable[[JobRecord], Awaitable[object]], handler)
 
+            @functools.wraps(handler)
             async def observed_async(job: JobRecord) -> object:
                 with _Run(series, job):
                     return await ahandler(job)
 
             return cast(H, observed_async)
 
+        @functools.wraps(handler)
         def observed(job: JobRecord) -> object:
             with _Run(series, job):
                 return handler(job)
