@@ -48,9 +48,8 @@ async def metrics_endpoint(request: Request) -> Response:
         detail = f"/metrics needs prometheus-client: pip install 'pyqueue[dashboard]' ({error})"
         raise HTTPException(503, detail) from error
     try:
-        async with asyncio.timeout(SCRAPE_TIMEOUT):
-            rows = await read_metrics(request, QUERY, SET_TIMEOUT)
-    except (psycopg.Error, psycopg_pool.PoolTimeout, TimeoutError) as error:
+        rows = await asyncio.wait_for(read_metrics(request, QUERY, SET_TIMEOUT), SCRAPE_TIMEOUT)
+    except (psycopg.Error, psycopg_pool.PoolTimeout, asyncio.TimeoutError) as error:
         log.warning("/metrics: cannot read jobq.metrics() (answering jobq_up 0): %s",
                     str(error).strip() or type(error).__name__)
         metrics = [up(False)]
