@@ -142,12 +142,15 @@ def test_pyqueue_worker_refuses_bad_metrics_options(dsn: str) -> None:
     assert "Traceback" not in busy.stderr
 
 
-def test_the_dashboard_serves_jobq_metrics(conn: Conn, dsn: str, tmp_path: Path) -> None:
+def test_the_dashboard_serves_jobq_metrics_and_jobq_up_0(conn: Conn, dsn: str, tmp_path: Path) -> None:
     for queue in ("d1", "d1", "d2"):
         conn.execute("SELECT jobq.enqueue(%s, '{}')", (queue,))
     conn.execute("SELECT jobq.complete(id, lease_token) FROM jobq.claim('d2', 1, 'metrics-test')")
     with running_dashboard(dsn, tmp_path) as dashboard:
         body, content_type = fetch(f"{dashboard.url}/metrics")
+        conn.execute("ALTER FUNCTION jobq.metrics() RENAME TO metrics_elsewhere")  # now it cannot be read
+        unreadable, _ = fetch(f"{dashboard.url}/metrics")  # still a 200 (fetch raises otherwise)
+    assert parse(unreadable)[0] == {key("jobq_up"): 0.0}
     samples, types = parse(body)
     assert content_type == CONTENT_TYPE_LATEST
     assert jobq_series(samples) == from_stats(conn)[0]
