@@ -63,6 +63,10 @@ def test_off_loopback_without_authentication_it_refuses_to_start(dsn: str, tmp_p
     assert done.returncode == 2 and "--basic-user and --password-hash-file go together" in done.stderr
     done = run_command("dashboard", "--dsn", dsn, "--token-file", str(tmp_path / "missing"))
     assert done.returncode == 2 and "cannot read the token file" in done.stderr
+    from_env = dashboard_env(**{TOKEN_ENV: f"{TOKEN}\n"})  # the token from the environment instead
+    with dashboard(dsn, tmp_path, "--host", "0.0.0.0", env=from_env) as served:
+        assert served.client().get("/", headers={"Accept": "*/*"}).status == 401
+        assert served.client(headers={"Authorization": f"Bearer {TOKEN}"}).get("/").status == 200
 
 
 def test_a_token_guards_every_page(conn: Connection, dsn: str, tmp_path: Path) -> None:

@@ -98,7 +98,8 @@ def chosen_auth(args: argparse.Namespace) -> Any:
     """The TokenAuth or BasicAuth the options ask for, or None."""
     from pyqueue.dashboard.security import BasicAuth, TokenAuth  # noqa: PLC0415  (the extra, only now)
 
-    token = read_secret_file(args.token_file, "token file") if args.token_file else os.environ.get(TOKEN_ENV)
+    token = (read_secret_file(args.token_file, "token file") if args.token_file
+             else os.environ.get(TOKEN_ENV, "").strip())
     if bool(args.basic_user) != bool(args.password_hash_file):
         raise CommandError("--basic-user and --password-hash-file go together", exit_code=EXIT_REFUSED)
     try:
