@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tests.conftest import ROOT
-from tests.dashboard_support import running_dashboard
+from tests.dashboard_http_support import dashboard
 from tests.metrics_support import (
     Conn,
     fetch,
@@ -146,10 +146,11 @@ def test_the_dashboard_serves_jobq_metrics_and_jobq_up_0(conn: Conn, dsn: str, t
     for queue in ("d1", "d1", "d2"):
         conn.execute("SELECT jobq.enqueue(%s, '{}')", (queue,))
     conn.execute("SELECT jobq.complete(id, lease_token) FROM jobq.claim('d2', 1, 'metrics-test')")
-    with running_dashboard(dsn, tmp_path) as dashboard:
-        body, content_type = fetch(f"{dashboard.url}/metrics")
+    with dashboard(dsn, tmp_path) as served:  # a real `pyqueue dashboard` process
+        url = f"http://127.0.0.1:{served.port}/metrics"
+        body, content_type = fetch(url)
         conn.execute("ALTER FUNCTION jobq.metrics() RENAME TO metrics_elsewhere")  # now it cannot be read
-        unreadable, _ = fetch(f"{dashboard.url}/metrics")  # still a 200 (fetch raises otherwise)
+        unreadable, _ = fetch(url)  # still a 200 (fetch raises otherwise)
     assert parse(unreadable)[0] == {key("jobq_up"): 0.0}
     samples, types = parse(body)
     assert content_type == CONTENT_TYPE_LATEST
