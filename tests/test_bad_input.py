@@ -384,6 +384,9 @@ SQL_CASES: dict[str, Bad] = {
     "retry an unknown id": no_op("SELECT jobq.retry(%(unknown)s)", False),
     "retry a completed job": no_op("SELECT jobq.retry(%(completed)s)", False),
     "retry a running job": no_op("SELECT jobq.retry(%(held)s)", False),
+    "run_now id NULL": jq("SELECT jobq.run_now(NULL)", "JQ010", "id"),
+    "run_now an unknown id": no_op("SELECT jobq.run_now(%(unknown)s)", False),
+    "run_now a running job": no_op("SELECT jobq.run_now(%(held)s)", False),
     "retry_dead queue NULL": jq("SELECT jobq.retry_dead(NULL)", "JQ001", "queue"),
     "retry_dead queue injection": jq("SELECT jobq.retry_dead(%(inject)s)", "JQ001", "queue"),
     "cancel id NULL": jq("SELECT jobq.cancel(NULL)", "JQ010", "id"),
@@ -440,8 +443,8 @@ def test_there_are_enough_sql_cases_and_every_public_function_has_some(bad_db: C
         "SELECT DISTINCT p.proname FROM pg_proc AS p WHERE p.pronamespace = 'jobq'::regnamespace "
         "AND p.proname !~ '^_'")}
     # pg_cron's maintenance functions fail with JQ014 here (test_periodic.py covers them);
-    # version() takes nothing.
-    untested = {"schedule_maintenance", "unschedule_maintenance", "version"}
+    # version() and metrics() take nothing.
+    untested = {"schedule_maintenance", "unschedule_maintenance", "version", "metrics"}
     covered = {name for name in public if any(f"jobq.{name}(" in case.sql for case in SQL_CASES.values())}
     assert public - untested - covered == set()
 
