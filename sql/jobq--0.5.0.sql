@@ -3074,7 +3074,8 @@ COMMENT ON VIEW jobq.throughput IS 'Completed jobs, failed attempts and dead-let
 CREATE VIEW jobq.job_errors AS
     -- The error of every failed attempt of the jobs jobq still knows (the
     -- last 25 per job; jobq.jobs.last_error is the latest): from jobq.fail,
-    -- jobq.fail_held, and leases that expired (jobq.reap).
+    -- jobq.fail_held, and leases that expired (jobq.reap). attempt starts
+    -- again at 1 after a retry of a dead job: failed_at orders them.
     SELECT e.job_id, e.attempt, e.error, e.failed_at, e.worker
     FROM jobq._job_error AS e;
 COMMENT ON VIEW jobq.job_errors IS 'The error of each failed attempt of a job (the last 25 per job), with its attempt, time and worker.';
