@@ -90,6 +90,7 @@ SNAPSHOT_TABLES = {  # table -> its key, for a stable order
     "jobq._counter": "queue, bucket, completed, failed, dead",
     "jobq._key_done": "queue, job_key",
     "jobq._taken": "xact, queue, n",
+    "jobq._job_error": "job_id, failed_at, attempt, error",
 }
 
 

@@ -50,7 +50,7 @@ WORKER_PACKAGES = ("pyqueue.worker",)
 COMMAND_PACKAGES = ("pyqueue.worker", "pyqueue.cli")
 SHARED_PACKAGES = ("worker",)  # the role packages others may import at module level
 # Heavy optional dependencies: the bench chart, the dashboard's web stack.
-NEVER_IN_A_WORKER = ("matplotlib", "starlette", "jinja2", "uvicorn")
+NEVER_IN_A_WORKER = ("matplotlib", "starlette", "jinja2", "uvicorn", "prometheus_client")
 RUN_TIMEOUT = 120  # seconds a probe process may take
 
 

@@ -103,7 +103,9 @@ def test_a_public_function_no_jobq_role_may_call_fails_the_generator(conn: Conn)
 
 def test_functions_are_grouped_by_what_the_catalog_says(conn: Conn) -> None:
     by_group = {slug: {f.name for f in members} for slug, members in groups(read_catalog(conn)).items()}
-    assert list(by_group) == ["producer", "worker", "operator", "periodic", "maintenance", "any"]
+    assert list(by_group) == ["producer", "worker", "monitoring", "operator", "periodic", "maintenance",
+                              "any"]
+    assert by_group["monitoring"] == {"metrics"}
     assert {"enqueue", "enqueue_many"} == by_group["producer"]
     assert {"claim", "complete", "fail", "heartbeat", "take", "hold"} <= by_group["worker"]
     assert {"retry", "cancel", "configure_queue", "pause"} <= by_group["operator"]
