@@ -121,6 +121,34 @@ def test_queue_page_filters_and_pages_by_id(conn: Connection, dsn: str, tmp_path
         assert client.get(f"/queues/bulk?before={many[10]}").job_ids() == sorted(many[:10], reverse=True)
 
 
+def test_an_error_search_reads_a_bounded_window_then_goes_on_below_it(
+    conn: Connection, dsn: str, tmp_path: Path
+) -> None:
+    # The oldest job of the queue carries the error; 20,010 newer ones do not.
+    failing = enqueue(conn, "search", {"i": "old"})
+    [(job_id, token)] = claim(conn, "search", 1, "w")
+    assert job_id == failing
+    failed = conn.execute("SELECT jobq.fail(%s, 'needle: SMTP 451', %s::uuid)", (failing, token)).fetchone()
+    assert failed == (True,)
+    conn.execute("SELECT jobq.enqueue_many('search', array_fill('{}'::jsonb, ARRAY[20010]))")
+    window = 20_000
+    floor = conn.execute("SELECT id FROM jobq.jobs WHERE queue = 'search' ORDER BY id DESC OFFSET %s LIMIT 1",
+                         (window,)).fetchone()
+    assert floor is not None and floor[0] > failing
+    with dashboard(dsn, tmp_path) as served:
+        client = served.client()
+        first = client.get("/queues/search?error=needle")
+        assert first.status == 200 and first.job_ids() == []
+        assert 'id="search-window"' in first.body and f"down to job {floor[0] + 1}" in first.body
+        found = re.search(r"<a id=\"next-page\" href=\"([^\"]+)\"", first.body)
+        assert found and f"before={floor[0] + 1}" in unescape(found.group(1))
+        second = client.get(unescape(found.group(1)))
+        assert second.job_ids() == [failing]
+        assert 'id="search-window"' not in second.body and 'id="next-page"' not in second.body
+        # without an error filter there is no window: a plain page is a plain keyset page
+        assert 'id="search-window"' not in client.get("/queues/search").body
+
+
 def test_job_page_shows_everything_escaped(conn: Connection, dsn: str, tmp_path: Path) -> None:
     ids = seed(conn)
     errors = conn.execute("SELECT attempt, error FROM jobq.job_errors WHERE job_id = %s ORDER BY attempt",

@@ -41,7 +41,7 @@ class Chart:
     baseline: float
     left: int
     top: int
-    labels: list[tuple[float, str]]
+    labels: list[tuple[float, str, str]]  # x, text, text-anchor (the last one ends at the edge)
     total_completed: int
     total_failed: int
 
@@ -77,8 +77,10 @@ def build(series: list[tuple[datetime, int, int]]) -> Chart:
             failed_y=round(baseline - completed_height - failed_height, 2),
             failed_height=round(failed_height, 2),
         ))
-    labels = [(bar.x, bar.minute) for index, bar in enumerate(bars)
-              if index % 15 == 0 or index == len(bars) - 1]
+    labels = [(bar.x, bar.minute, "start") for index, bar in enumerate(bars)
+              if index % 15 == 0 and index < len(bars) - 5]
+    if bars:
+        labels.append((round(bars[-1].x + bars[-1].width, 2), bars[-1].minute, "end"))
     return Chart(width=WIDTH, height=HEIGHT, bars=bars, scale_max=scale_max, baseline=baseline, left=LEFT,
                  top=TOP, labels=labels, total_completed=sum(bar.completed for bar in bars),
                  total_failed=sum(bar.failed for bar in bars))

@@ -74,11 +74,11 @@ async def queue(request: Request) -> Response:
         stats = await reads.queue_stats(conn, name)
         if stats is None:
             raise HTTPException(404, f"no queue named {name!r}: no job, setting or history mentions it")
-        jobs, next_before = await reads.jobs_page(conn, name, where)
+        page = await reads.jobs_page(conn, name, where)
     return render(request, "queue.html", {
-        "title": f"Queue {name}", "queue": name, "stats": stats, "jobs": jobs, "where": where,
-        "states": reads.JOB_STATES,
-        "next_params": where.query_params(before=next_before) if next_before else None,
+        "title": f"Queue {name}", "queue": name, "stats": stats, "jobs": page.rows, "where": where,
+        "states": reads.JOB_STATES, "searched_to": page.searched_to, "search_window": reads.SEARCH_WINDOW,
+        "next_params": where.query_params(before=page.next_before) if page.next_before else None,
     })
 
 

@@ -18,6 +18,10 @@ from psycopg.rows import dict_row
 Row = dict[str, Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
 PAGE_SIZE = 50  # jobs per page of a queue; one more is fetched to know whether a next page exists
+# An error-text search (ILIKE '%…%' can use no index) reads at most this many of the queue's jobs
+# per page, newest first; the next page goes on below them. So a search that matches nothing
+# costs a bounded page, not a scan of the queue's whole history.
+SEARCH_WINDOW = 20_000
 CHART_MINUTES = 60  # the throughput chart's span
 JOB_STATES = ("ready", "scheduled", "running", "completed", "dead", "cancelled", "waiting")
 
@@ -57,6 +61,13 @@ FROM jobq.jobs AS j
 WHERE j.queue = %(queue)s{filters}
 ORDER BY j.id DESC
 LIMIT %(limit)s
+"""
+
+SEARCH_FLOOR = """
+SELECT j.id FROM jobq.jobs AS j
+WHERE j.queue = %(queue)s{before}
+ORDER BY j.id DESC
+OFFSET %(window)s LIMIT 1
 """
 
 JOB = """
@@ -153,9 +164,32 @@ async def queue_stats(conn: AsyncConnection, queue: str) -> Row | None:
     return None
 
 
-async def jobs_page(conn: AsyncConnection, queue: str, where: JobFilter) -> tuple[list[Row], int | None]:
+@dataclass(frozen=True)
+class JobsPage:
+    """A page of a queue's jobs: its rows, the cursor of the next page (None
+    on the last), and, for an error-text search, the id it searched down to
+    (None when it reached the queue's oldest job)."""
+
+    rows: list[Row]
+    next_before: int | None
+    searched_to: int | None = None
+
+
+async def search_floor(conn: AsyncConnection, queue: str, before: int | None) -> int | None:
+    """The id SEARCH_WINDOW jobs below ``before`` in the queue (an index
+    walk, no row read twice), or None when fewer jobs are left."""
+    params: dict[str, Any] = {"queue": queue, "window": SEARCH_WINDOW}
+    clause = ""
+    if before is not None:
+        clause, params["before"] = " AND j.id < %(before)s", before
+    row = await fetch_one(conn, SEARCH_FLOOR.format(before=clause), params)
+    return None if row is None else int(row["id"])
+
+
+async def jobs_page(conn: AsyncConnection, queue: str, where: JobFilter) -> JobsPage:
     """A page of the queue's jobs, newest first, from where.before down
-    (keyset pagination: no OFFSET); the cursor of the next page or None."""
+    (keyset pagination: no OFFSET over rows shown); an error-text search
+    reads at most SEARCH_WINDOW jobs (see there)."""
     filters, params = "", {"queue": queue, "limit": PAGE_SIZE + 1}
     if where.state:
         filters += " AND j.status = %(state)s"
@@ -169,10 +203,16 @@ async def jobs_page(conn: AsyncConnection, queue: str, where: JobFilter) -> tupl
     if where.before is not None:
         filters += " AND j.id < %(before)s"
         params["before"] = where.before
+    floor = await search_floor(conn, queue, where.before) if where.error else None
+    if floor is not None:
+        filters += " AND j.id > %(floor)s"
+        params["floor"] = floor
     rows = await fetch_all(conn, JOB_LIST.format(filters=filters), params)
     if len(rows) > PAGE_SIZE:
-        return rows[:PAGE_SIZE], int(rows[PAGE_SIZE - 1]["id"])
-    return rows, None
+        return JobsPage(rows[:PAGE_SIZE], int(rows[PAGE_SIZE - 1]["id"]))
+    if floor is not None:  # the window ended before the page filled: go on below it
+        return JobsPage(rows, floor + 1, searched_to=floor + 1)
+    return JobsPage(rows, None)
 
 
 async def job(conn: AsyncConnection, job_id: int) -> Row | None:
