@@ -14,4 +14,6 @@ load it (``tests/test_layout.py`` checks).
 - ``drains``, ``throughput``: the drain rows; producers and scaling;
 - ``profiling``: each statement timed alone, and the plan ``jobq.claim`` uses;
 - ``report``, ``chart``: the printed tables and JSON; the PNG chart (matplotlib).
+- ``dashboard``: ``python -m pyqueue.bench.dashboard``, the dashboard's pages rendered over
+  1M archived and 100k live jobs.
 """
