@@ -33,6 +33,7 @@ START_TIMEOUT = 30.0  # seconds a dashboard process may take to listen
 STOP_TIMEOUT = 20.0
 REQUEST_TIMEOUT = 30.0
 TOKEN_ENV = "PYQUEUE_DASHBOARD_TOKEN"
+SECRET_ENV = "PYQUEUE_DASHBOARD_SECRET"
 SCRIPT_PAYLOAD = {"x": "<script>alert(1)</script>"}
 ERROR_TEXT = ('Traceback (most recent call last):\n  File "jobs.py", line 3\n'
               "ValueError: <img src=x onerror=alert(1)>")
@@ -46,7 +47,7 @@ def free_port() -> int:
 
 
 def dashboard_env(**extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
+    env = {key: value for key, value in os.environ.items() if key not in (TOKEN_ENV, SECRET_ENV)}
     return {**env, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ROOT), **extra}
 
 

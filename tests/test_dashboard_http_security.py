@@ -21,7 +21,9 @@ from psycopg.conninfo import make_conninfo
 
 from tests.conftest import ROOT
 from tests.dashboard_http_support import (
+    SECRET_ENV,
     TOKEN_ENV,
+    Client,
     basic,
     dashboard,
     dashboard_env,
@@ -191,3 +193,45 @@ def test_behind_a_proxy_under_a_prefix(conn: Connection, dsn: str, tmp_path: Pat
         posted = client.post("/queues/emails/pause", [], token_from="/queues/emails")
         assert posted.status == 303 and posted.headers["location"] == "/jobq/queues/emails"
     assert conn.execute("SELECT paused FROM jobq.stats WHERE queue = 'emails'").fetchone() == (True,)
+
+
+def paused(conn: Connection, queue: str) -> bool:
+    row = conn.execute("SELECT paused FROM jobq.stats WHERE queue = %s", (queue,)).fetchone()
+    return bool(row and row[0])
+
+
+def test_dashboards_sharing_a_secret_accept_each_others_forms(
+    conn: Connection, dsn: str, tmp_path: Path
+) -> None:
+    seed(conn)
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(secrets.token_urlsafe(32) + "\n")
+    with dashboard(dsn, tmp_path, "--secret-file", str(secret_file)) as first, \
+            dashboard(dsn, tmp_path, env=dashboard_env(**{SECRET_ENV: secret_file.read_text()})) as second, \
+            dashboard(dsn, tmp_path) as stranger:
+        browser = first.client()
+        token = browser.get("/queues/emails").csrf_token
+        # the form of the first process, posted to the second (a proxy balancing them): accepted
+        other = Client(second.port)
+        other.cookies = dict(browser.cookies)
+        done = other.post("/queues/emails/pause", [("csrf_token", token)])
+        assert done.status == 303 and paused(conn, "emails")
+        # to a process with its own random key, the same form is forged: refused, nothing changed
+        alien = Client(stranger.port)
+        alien.cookies = dict(browser.cookies)
+        assert alien.post("/queues/emails/resume", [("csrf_token", token)]).status == 403
+        assert paused(conn, "emails")
+
+
+def test_a_short_or_empty_secret_is_refused(dsn: str, tmp_path: Path) -> None:
+    short = tmp_path / "short"
+    short.write_text("too-short")
+    done = run_command("dashboard", "--dsn", dsn, "--port", str(free_port()), "--secret-file", str(short))
+    assert done.returncode == 2 and "needs at least 32" in done.stderr
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    done = run_command("dashboard", "--dsn", dsn, "--port", str(free_port()), "--secret-file", str(empty))
+    assert done.returncode == 2 and "is empty" in done.stderr
+    done = run_command("dashboard", "--dsn", dsn, "--port", str(free_port()),
+                       env=dashboard_env(**{SECRET_ENV: "short"}))
+    assert done.returncode == 2 and "needs at least 32" in done.stderr

@@ -26,6 +26,8 @@ from pyqueue.cli.command import EXIT_OK, EXIT_REFUSED, Command, CommandError, co
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 TOKEN_ENV = "PYQUEUE_DASHBOARD_TOKEN"
+SECRET_ENV = "PYQUEUE_DASHBOARD_SECRET"
+MIN_SECRET_LENGTH = 32  # characters of the key that signs cookies and CSRF tokens
 # What `pip install 'pyqueue[dashboard]'` brings.
 EXTRA_MODULES = ("starlette", "jinja2", "uvicorn", "multipart")
 INSTALL_HINT = "pip install 'pyqueue[dashboard]'"
@@ -54,6 +56,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", type=Path, metavar="PATH",
                         help="require this file's token (at least 16 characters): as "
                         "'Authorization: Bearer TOKEN' or through the login form; also from $" + TOKEN_ENV)
+    parser.add_argument("--secret-file", type=Path, metavar="PATH",
+                        help="sign cookies and CSRF tokens with this file's key (at least "
+                        f"{MIN_SECRET_LENGTH} characters; also ${SECRET_ENV}), so that several dashboard "
+                        "processes behind one address accept each other's; default: a random key per process")
     parser.add_argument("--basic-user", metavar="NAME", help="require HTTP basic auth as NAME")
     parser.add_argument("--password-hash-file", type=Path, metavar="PATH",
                         help="the basic-auth password's hash, made by `pyqueue dashboard --hash-password`")
@@ -113,6 +119,21 @@ def chosen_auth(args: argparse.Namespace) -> Any:
         raise CommandError(str(exc), exit_code=EXIT_REFUSED) from exc
 
 
+def chosen_secret(args: argparse.Namespace) -> bytes | None:
+    """The signing key the options ask for, or None for a random one."""
+    secret = (read_secret_file(args.secret_file, "secret file") if args.secret_file
+              else os.environ.get(SECRET_ENV, "").strip())
+    if not secret:
+        if args.secret_file:
+            raise CommandError(f"the secret file {args.secret_file} is empty", exit_code=EXIT_REFUSED)
+        return None
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise CommandError(f"the signing secret has {len(secret)} characters; it needs at least "
+                           f"{MIN_SECRET_LENGTH}", hint="Make one with: python3 -c 'import secrets; "
+                           "print(secrets.token_urlsafe(32))'", exit_code=EXIT_REFUSED)
+    return secret.encode()
+
+
 def hash_password_command() -> int:
     from pyqueue.dashboard.security import hash_password  # noqa: PLC0415
 
@@ -133,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if args.hash_password:
         return hash_password_command()
     auth = chosen_auth(args)
+    secret = chosen_secret(args)
     if auth is None and not is_loopback(args.host):
         raise CommandError(
             f"refusing to serve the dashboard on {args.host} without authentication: anyone who can reach "
@@ -148,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pyqueue.dashboard import create_app  # noqa: PLC0415
 
-    app = create_app(dsn, read_only=args.read_only, auth=auth, refresh_seconds=args.refresh)
+    app = create_app(dsn, read_only=args.read_only, auth=auth, refresh_seconds=args.refresh, secret=secret)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     notes = [note for note in ("read-only" if args.read_only else "",
                                f"{type(auth).__name__}" if auth else "no authentication") if note]
