@@ -147,10 +147,10 @@ BEGIN
     -- starts after the lock, so it sees every claim that committed before.
     -- Group heads are row-locked (SKIP LOCKED) and re-checked after the
     -- locks. The jobs this path leases are parked, so the count of a queue's
-    -- running jobs is an index scan. Records the starts of rate-limited
-    -- queues at p_now, which the caller also stamps on the jobs as
-    -- started_at. Jobs taken earlier in this transaction (take, hold) count
-    -- as running.
+    -- running jobs is an index scan (waiting jobs are parked too, and
+    -- skipped). Records the starts of rate-limited queues at p_now, which
+    -- the caller also stamps on the jobs as started_at. Jobs taken earlier in
+    -- this transaction (take, hold) count as running.
     PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
     FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
                    ORDER BY u.name, u.ord LOOP
@@ -168,7 +168,7 @@ BEGIN
             SELECT least(v_slots, v_settings.concurrency - count(*)
                                   - jobq._taken_in_transaction(v_queue))::integer INTO v_slots
             FROM jobq._job AS j
-            WHERE j.queue = v_queue AND j.parked;
+            WHERE j.queue = v_queue AND j.parked AND j.status = 'running';
         END IF;
         IF v_slots > 0 AND v_settings.rate_limit IS NOT NULL THEN
             DELETE FROM jobq._rate_start AS r

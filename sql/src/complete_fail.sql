@@ -1,4 +1,4 @@
-CREATE FUNCTION jobq.complete_held(ids bigint[]) RETURNS integer
+CREATE FUNCTION jobq.complete_held(ids bigint[], results jsonb[] DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
@@ -9,18 +9,23 @@ BEGIN
     -- Acknowledge success of jobs this transaction holds (jobq.hold): they
     -- are done when it commits. Returns how many it completed; leased,
     -- finished and unknown ids, and jobs another transaction holds, are left
-    -- alone (never waited for).
+    -- alone (never waited for). results: each job's result (or NULL), as
+    -- in jobq.complete_many.
     IF complete_held.ids IS NULL OR array_position(complete_held.ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids must be an array of job ids without NULL'
             USING ERRCODE = 'JQ010', HINT = 'Pass the ids of the jobs jobq.hold() returned.';
     END IF;
     PERFORM jobq._check_batch(cardinality(complete_held.ids), 'cardinality(ids)', 10000);
-    SELECT count(*) INTO v_done FROM jobq._finish(complete_held.ids, NULL, 'completed', NULL, true);
+    IF complete_held.results IS NOT NULL THEN
+        PERFORM jobq._check_results(complete_held.ids, complete_held.results);
+    END IF;
+    SELECT count(*) INTO v_done
+    FROM jobq._finish(complete_held.ids, NULL, 'completed', NULL, true, complete_held.results);
     RETURN v_done;
 END
 $$;
-COMMENT ON FUNCTION jobq.complete_held(bigint[]) IS
-    'Marks jobs held by this transaction done (on commit); returns how many; never waits for another holder.';
+COMMENT ON FUNCTION jobq.complete_held(bigint[], jsonb[]) IS
+    'Marks jobs held by this transaction done (on commit), with their results; returns how many; never waits for another holder.';
 
 CREATE FUNCTION jobq.fail_held(id bigint, error text, retry_at timestamptz DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -81,23 +86,32 @@ $$;
 COMMENT ON FUNCTION jobq.fail_held(bigint, text, timestamptz) IS
     'Records a failed attempt of a job held by this transaction (backoff or dead letter); false when not held.';
 
-CREATE FUNCTION jobq.complete(id bigint, lease_token uuid) RETURNS boolean
+CREATE FUNCTION jobq.complete(id bigint, lease_token uuid, result jsonb DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
 AS $$
 BEGIN
-    -- Acknowledge success of a job still held under lease_token.
-    -- False (and no change) when the lease was lost or the id is unknown.
+    -- Acknowledge success of a job still held under lease_token, with its
+    -- result (any JSON value; jobq.result() returns it, the job's children
+    -- read it with jobq.parent_results()). False (and no change) when the
+    -- lease was lost or the id is unknown; JQ003 for a result over the
+    -- queue's max_payload_bytes.
     PERFORM jobq._check_lease_args(complete.id, complete.lease_token);
+    IF complete.result IS NULL THEN
+        RETURN EXISTS (
+            SELECT FROM jobq._finish(ARRAY[complete.id], ARRAY[complete.lease_token], 'completed', NULL));
+    END IF;
+    PERFORM jobq._check_results(ARRAY[complete.id], ARRAY[complete.result]);
     RETURN EXISTS (
-        SELECT FROM jobq._finish(ARRAY[complete.id], ARRAY[complete.lease_token], 'completed', NULL));
+        SELECT FROM jobq._finish(ARRAY[complete.id], ARRAY[complete.lease_token], 'completed', NULL, false,
+                                 ARRAY[complete.result]));
 END
 $$;
-COMMENT ON FUNCTION jobq.complete(bigint, uuid) IS
-    'Marks a job done if still held under lease_token; false when the lease was lost or the id is unknown.';
+COMMENT ON FUNCTION jobq.complete(bigint, uuid, jsonb) IS
+    'Marks a job done (with its result) if still held under lease_token; false when the lease was lost or the id is unknown.';
 
-CREATE FUNCTION jobq.complete_many(ids bigint[], lease_tokens uuid[]) RETURNS integer
+CREATE FUNCTION jobq.complete_many(ids bigint[], lease_tokens uuid[], results jsonb[] DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
@@ -106,7 +120,9 @@ DECLARE
     v_done integer;
 BEGIN
     -- Acknowledge many jobs in one statement; returns how many were still
-    -- held under their lease tokens (the others are left alone).
+    -- held under their lease tokens (the others are left alone). results:
+    -- one result (or NULL) per job, as in jobq.complete; JQ003 (and nothing
+    -- completed) when one is over its queue's max_payload_bytes.
     IF complete_many.ids IS NULL OR complete_many.lease_tokens IS NULL
        OR cardinality(complete_many.ids) <> cardinality(complete_many.lease_tokens) THEN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must be arrays of the same length'
@@ -118,13 +134,16 @@ BEGIN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must not contain NULL'
             USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job.';
     END IF;
+    IF complete_many.results IS NOT NULL THEN
+        PERFORM jobq._check_results(complete_many.ids, complete_many.results);
+    END IF;
     SELECT count(*) INTO v_done
-    FROM jobq._finish(complete_many.ids, complete_many.lease_tokens, 'completed', NULL);
+    FROM jobq._finish(complete_many.ids, complete_many.lease_tokens, 'completed', NULL, false, complete_many.results);
     RETURN v_done;
 END
 $$;
-COMMENT ON FUNCTION jobq.complete_many(bigint[], uuid[]) IS
-    'Marks many jobs done in one statement; returns how many were still held under their lease tokens.';
+COMMENT ON FUNCTION jobq.complete_many(bigint[], uuid[], jsonb[]) IS
+    'Marks many jobs done in one statement (with their results); returns how many were still held under their lease tokens.';
 
 CREATE FUNCTION jobq.fail(id bigint, error text, lease_token uuid, retry_at timestamptz DEFAULT NULL)
 RETURNS boolean
@@ -280,16 +299,16 @@ COMMENT ON FUNCTION jobq.snooze(bigint, uuid, timestamptz) IS
 -- as node-postgres) resolves to these, and one that is not a UUID gets JQ010
 -- instead of a bare cast error. A uuid-typed token takes the calls above.
 
-CREATE FUNCTION jobq.complete(id bigint, lease_token text) RETURNS boolean
+CREATE FUNCTION jobq.complete(id bigint, lease_token text, result jsonb DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     -- jobq.complete with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.complete(complete.id, jobq._lease_token(complete.lease_token));
+    RETURN jobq.complete(complete.id, jobq._lease_token(complete.lease_token), complete.result);
 END
 $$;
-COMMENT ON FUNCTION jobq.complete(bigint, text) IS
+COMMENT ON FUNCTION jobq.complete(bigint, text, jsonb) IS
     'jobq.complete with the lease token as text (JQ010 when it is not a UUID).';
 
 CREATE FUNCTION jobq.fail(id bigint, error text, lease_token text, retry_at timestamptz DEFAULT NULL)

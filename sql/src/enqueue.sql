@@ -11,26 +11,32 @@ CREATE FUNCTION jobq.enqueue(
     job_key text DEFAULT NULL,
     group_key text DEFAULT NULL,
     timeout interval DEFAULT NULL,
-    unique_for interval DEFAULT NULL
+    unique_for interval DEFAULT NULL,
+    depends_on bigint[] DEFAULT NULL,
+    on_parent_failure text DEFAULT 'cancel'
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_settings jobq._queue;
+    v_id bigint;
 BEGIN
     -- Add one job in the caller's transaction; return its id (or the id of
     -- the active job that already holds job_key; with unique_for, also of
     -- the job of that key completed within unique_for). Jobs sharing a
     -- group_key run one at a time, in enqueue order. timeout (else the
     -- queue's timeout setting, fixed now) is how long a worker lets its
-    -- handler run.
+    -- handler run. depends_on: the job waits until those jobs completed;
+    -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
+    -- (and its own dependents), 'run' runs it once all have finished.
     v_settings := jobq._settings(enqueue.queue);
     IF NOT (jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
                                   enqueue.job_key, enqueue.group_key)
             AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
                          AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)
-            AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL) THEN
+            AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
+            AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure = 'cancel') THEN
         PERFORM jobq._check_queue(enqueue.queue, 'queue');
         PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
         PERFORM jobq._check_time(enqueue.run_at, 'run_at');
@@ -39,14 +45,24 @@ BEGIN
         PERFORM jobq._check_job_key(enqueue.group_key, 'group_key');
         PERFORM jobq._check_interval(enqueue.timeout, 'timeout', interval '1 second', interval '1 day');
         PERFORM jobq._check_unique_for(enqueue.unique_for, enqueue.job_key IS NOT NULL, 'job_key');
+        PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
     END IF;
-    RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
-                            coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
-                            enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
+    IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
+        RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
+                                coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
+                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
+    END IF;
+    PERFORM jobq._lock_parents(enqueue.depends_on, 'depends_on');
+    v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
+                             coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
+                             enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
+                             true);
+    PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
+    RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval) IS
-    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead.';
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text) IS
+    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead; depends_on makes it wait for those jobs.';
 
 CREATE FUNCTION jobq.enqueue_many(
     queue text,
@@ -57,7 +73,9 @@ CREATE FUNCTION jobq.enqueue_many(
     job_keys text[] DEFAULT NULL,
     group_key text DEFAULT NULL,
     timeout interval DEFAULT NULL,
-    unique_for interval DEFAULT NULL
+    unique_for interval DEFAULT NULL,
+    depends_on bigint[] DEFAULT NULL,
+    on_parent_failure text DEFAULT 'cancel'
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -67,16 +85,20 @@ DECLARE
     v_bad record;
     v_item record;
     v_n integer := coalesce(cardinality(enqueue_many.payloads), -1);
+    v_ids bigint[] := '{}';
+    v_waiting boolean := coalesce(cardinality(enqueue_many.depends_on), 0) > 0;
 BEGIN
     -- Add many jobs to one queue in one statement; returns one id per
     -- payload, in payload order, and wakes the queue's workers once. With
-    -- group_key, they join that serial group in payload order. timeout and
-    -- unique_for apply to every job, as in jobq.enqueue (unique_for to
-    -- those with a key).
+    -- group_key, they join that serial group in payload order. timeout,
+    -- unique_for, depends_on and on_parent_failure apply to every job, as in
+    -- jobq.enqueue (unique_for to those with a key): with depends_on, every
+    -- job waits for the same parents.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000
-            AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL) THEN
+            AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
+            AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure = 'cancel') THEN
         PERFORM jobq._check_queue(enqueue_many.queue, 'queue');
         IF enqueue_many.payloads IS NULL THEN
             RAISE EXCEPTION 'jobq: payloads must not be NULL'
@@ -88,6 +110,8 @@ BEGIN
         PERFORM jobq._check_job_key(enqueue_many.group_key, 'group_key');
         PERFORM jobq._check_interval(enqueue_many.timeout, 'timeout', interval '1 second', interval '1 day');
         PERFORM jobq._check_unique_for(enqueue_many.unique_for, enqueue_many.job_keys IS NOT NULL, 'job_keys');
+        PERFORM jobq._check_dependencies(coalesce(enqueue_many.depends_on, '{}'), 'depends_on',
+                                         enqueue_many.on_parent_failure);
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
 
@@ -100,7 +124,10 @@ BEGIN
         PERFORM jobq._check_payload(v_bad.payload, format('payloads[%s]', v_bad.ord), v_settings.max_payload_bytes);
     END IF;
 
-    IF enqueue_many.job_keys IS NULL THEN
+    IF v_waiting THEN
+        PERFORM jobq._lock_parents(enqueue_many.depends_on, 'depends_on');
+    END IF;
+    IF enqueue_many.job_keys IS NULL AND NOT v_waiting THEN
         -- No keys: one INSERT. Identity values follow the ORDER BY, so
         -- sorting the returned ids gives payload order.
         RETURN QUERY
@@ -115,6 +142,23 @@ BEGIN
         )
         SELECT ins.id FROM ins ORDER BY ins.id;
         PERFORM pg_notify('jobq', enqueue_many.queue);
+        RETURN;
+    END IF;
+    IF enqueue_many.job_keys IS NULL THEN
+        -- No keys, with parents: one INSERT of waiting jobs, then their links.
+        WITH ins AS (
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
+                                   status, parked, has_parents)
+            SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
+                   coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true
+            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+            ORDER BY p.ord
+            RETURNING id
+        )
+        SELECT coalesce(array_agg(ins.id ORDER BY ins.id), '{}') INTO v_ids FROM ins;
+        PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
+        RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
         RETURN;
     END IF;
 
@@ -135,14 +179,57 @@ BEGIN
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
         ORDER BY x.ord
     LOOP
-        RETURN QUERY SELECT jobq._insert_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
-                                            enqueue_many.priority,
-                                            coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
-                                            v_item.job_key, enqueue_many.group_key,
-                                            coalesce(enqueue_many.timeout, v_settings.timeout),
-                                            enqueue_many.unique_for);
+        v_ids := v_ids || jobq._insert_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
+                                           enqueue_many.priority,
+                                           coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
+                                           v_item.job_key, enqueue_many.group_key,
+                                           coalesce(enqueue_many.timeout, v_settings.timeout),
+                                           enqueue_many.unique_for, v_waiting);
     END LOOP;
+    IF v_waiting THEN
+        PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
+    END IF;
+    RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval) IS
-    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held).';
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held); depends_on makes every one wait for those jobs.';
+
+CREATE FUNCTION jobq.enqueue_callback(
+    queue text,
+    payload jsonb,
+    members bigint[],
+    run_at timestamptz DEFAULT pg_catalog.now(),
+    priority integer DEFAULT 0,
+    max_attempts integer DEFAULT NULL
+) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_settings jobq._queue;
+    v_id bigint;
+BEGIN
+    -- Add a batch callback: a job that waits until every one of members
+    -- (jobs of any queues) has finished — completed, dead or cancelled — and
+    -- then becomes ready exactly once, its payload with "batch": {members,
+    -- completed, dead, cancelled} (jobq's counts replace a "batch" key of
+    -- the payload). Returns its id. A member retried after the callback was
+    -- released does not release it again.
+    v_settings := jobq._settings(enqueue_callback.queue);
+    PERFORM jobq._check_queue(enqueue_callback.queue, 'queue');
+    PERFORM jobq._check_payload(enqueue_callback.payload, 'payload', v_settings.max_payload_bytes);
+    PERFORM jobq._check_time(enqueue_callback.run_at, 'run_at');
+    PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
+    PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
+    PERFORM jobq._lock_parents(enqueue_callback.members, 'members');
+    v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
+                             enqueue_callback.priority,
+                             coalesce(enqueue_callback.max_attempts, v_settings.max_attempts), NULL, NULL,
+                             v_settings.timeout, NULL, true);
+    PERFORM jobq._attach(ARRAY[v_id], enqueue_callback.members, 'run', true);
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) IS
+    'Adds a batch callback: a job released exactly once when all members have finished, with their completed/dead/cancelled counts in its payload.';

@@ -1,5 +1,6 @@
 CREATE FUNCTION jobq._finish(p_ids bigint[], p_lease_tokens uuid[], p_status text, p_error text,
-                             p_held boolean DEFAULT false)
+                             p_held boolean DEFAULT false, p_results jsonb[] DEFAULT NULL,
+                             p_cause bigint DEFAULT NULL)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -14,6 +15,8 @@ DECLARE
     v_keyed_queues text[];
     v_keys text[];
     v_erred bigint[];
+    v_parents bigint[];
+    v_children bigint[];
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
@@ -27,7 +30,14 @@ BEGIN
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
     -- workers. A job that leaves no history takes its error history
     -- (jobq._job_error) with it; only a job that failed before (last_error
-    -- set) has any. Returns the ids that left the live table.
+    -- set) has any. p_results (paired with p_ids): what completed jobs
+    -- report; a job with a result is kept for at least its queue's
+    -- result_retention. A job others depend on (has_children) updates their
+    -- gates (jobq._finish_dependents); a job that depended on others and
+    -- leaves no history takes its edges along. p_cause: the root ancestor of
+    -- a cascade cancelling these jobs (recorded as cancelled_by; the caller,
+    -- jobq._finish_dependents, then handles their dependents itself).
+    -- Returns the ids that left the live table.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
         -- transaction holds is skipped, never waited for.
@@ -35,7 +45,8 @@ BEGIN
                        WHERE j.id = ANY (p_ids) AND j.status = 'ready'
                        FOR UPDATE SKIP LOCKED);
     END IF;
-    IF p_status = 'completed' AND NOT jobq._history_kept() THEN
+    IF p_status = 'completed' AND coalesce(cardinality(array_remove(p_results, NULL)), 0) = 0
+       AND NOT jobq._history_kept() THEN
         -- The common case, lean: no history to write, so the rows are not copied.
         WITH gone AS (
             DELETE FROM jobq._job AS j
@@ -43,14 +54,17 @@ BEGIN
             WHERE j.id = f.id
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
-            RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred
+            RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
+                      j.has_children, j.has_parents
         )
         SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
                array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
                array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
                array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
-               array_agg(g.id) FILTER (WHERE g.erred)
-        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred
+               array_agg(g.id) FILTER (WHERE g.erred),
+               array_agg(g.id) FILTER (WHERE g.has_children),
+               array_agg(g.id) FILTER (WHERE g.has_parents)
+        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, v_parents, v_children
         FROM gone AS g;
         IF v_ids IS NULL THEN
             RETURN;
@@ -59,6 +73,10 @@ BEGIN
             -- Only jobs that failed before have an error history to delete
             -- (the common case never opens jobq._job_error).
             DELETE FROM jobq._job_error AS e WHERE e.job_id = ANY (v_erred);
+        END IF;
+        IF v_children IS NOT NULL THEN
+            -- Jobs that depended on others, gone without history: so are their edges.
+            DELETE FROM jobq._job_dep AS d WHERE d.child_id = ANY (v_children);
         END IF;
         IF v_keys IS NOT NULL THEN
             -- A separate statement, so that finishing jobs without keys (the
@@ -74,11 +92,11 @@ BEGIN
     ELSE
         WITH gone AS (
             DELETE FROM jobq._job AS j
-            USING unnest(p_ids, p_lease_tokens) AS f(id, lease_token)
+            USING unnest(p_ids, p_lease_tokens, p_results) AS f(id, lease_token, result)
             WHERE j.id = f.id
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
-            RETURNING j.*
+            RETURNING j.*, CASE WHEN p_status = 'completed' THEN f.result END AS result
         ), settings AS (
             SELECT s.*
             FROM (SELECT DISTINCT g.queue FROM gone AS g) AS q,
@@ -86,23 +104,38 @@ BEGIN
         ), kept AS (
             INSERT INTO jobq._job_archive
                 (id, queue, payload, status, priority, run_at, attempts, max_attempts,
-                 job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout)
+                 job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
+                 result, cancelled_by)
             SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
                    g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
                    coalesce(p_error, g.last_error), g.created_at,
                    CASE WHEN p_held THEN v_now ELSE g.started_at END,
-                   v_now, v_now + CASE WHEN p_status = 'completed' THEN s.retention ELSE s.dead_retention END,
-                   g.group_key, g.timeout
+                   v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
+                                       WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
+                                       ELSE s.retention END,
+                   g.group_key, g.timeout, g.result, p_cause
             FROM gone AS g
             JOIN settings AS s ON s.queue = g.queue
-            WHERE p_status <> 'completed' OR s.retention > interval '0'
+            WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL
         ), forgotten AS (
             -- Completed jobs the history does not keep take their errors along.
             DELETE FROM jobq._job_error AS e
             USING gone AS g
             JOIN settings AS s ON s.queue = g.queue
             WHERE e.job_id = g.id AND g.last_error IS NOT NULL
-              AND p_status = 'completed' AND s.retention <= interval '0'
+              AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+        ), unlinked AS (
+            -- ... and their edges, when they depended on others.
+            DELETE FROM jobq._job_dep AS d
+            USING gone AS g
+            JOIN settings AS s ON s.queue = g.queue
+            WHERE d.child_id = g.id AND g.has_parents
+              AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+        ), ungated AS (
+            -- A waiting job that ends (cancelled) has no gate any more.
+            DELETE FROM jobq._job_wait AS w
+            USING gone AS g
+            WHERE w.job_id = g.id AND g.status = 'waiting'
         ), keyed AS (
             INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
             SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g
@@ -117,10 +150,14 @@ BEGIN
             GROUP BY g.queue
         )
         SELECT array_agg(g.id),
-               array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL)
-        INTO v_ids, v_wake
+               array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL),
+               array_agg(g.id) FILTER (WHERE g.has_children)
+        INTO v_ids, v_wake, v_parents
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue;
+    END IF;
+    IF v_parents IS NOT NULL AND p_cause IS NULL THEN
+        PERFORM jobq._finish_dependents(v_parents);
     END IF;
     IF cardinality(v_wake) > 0 THEN
         PERFORM pg_notify('jobq', w.queue) FROM (SELECT DISTINCT u.queue FROM unnest(v_wake) AS u(queue)) AS w;
@@ -128,8 +165,8 @@ BEGIN
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq._finish(bigint[], uuid[], text, text, boolean) IS
-    'Deletes live jobs (fenced by lease token, or held by this transaction), counts them and keeps the history they need.';
+COMMENT ON FUNCTION jobq._finish(bigint[], uuid[], text, text, boolean, jsonb[], bigint) IS
+    'Deletes live jobs (fenced by lease token, or held by this transaction), counts them, keeps the history and results they need, and updates their dependents.';
 
 CREATE FUNCTION jobq._fold_counters() RETURNS void
 LANGUAGE plpgsql

@@ -18,6 +18,7 @@ AS $$
         ('jobq_jobs', pg_catalog.jsonb_build_object('queue', s.queue, 'state', 'scheduled'), s.scheduled::double precision),
         ('jobq_jobs', pg_catalog.jsonb_build_object('queue', s.queue, 'state', 'running'), s.running::double precision),
         ('jobq_jobs', pg_catalog.jsonb_build_object('queue', s.queue, 'state', 'dead'), s.dead::double precision),
+        ('jobq_jobs', pg_catalog.jsonb_build_object('queue', s.queue, 'state', 'waiting'), s.waiting::double precision),
         ('jobq_oldest_ready_age_seconds', pg_catalog.jsonb_build_object('queue', s.queue),
          coalesce(pg_catalog.date_part('epoch', s.oldest_ready_age), 0)),
         ('jobq_completed_total', pg_catalog.jsonb_build_object('queue', s.queue), s.completed_total::double precision),

@@ -11,8 +11,10 @@ DECLARE
     v_queue text;
 BEGIN
     -- Run a job again now: a dead or cancelled job comes back with a fresh
-    -- attempt budget; a waiting (scheduled or backing-off) job runs now.
-    -- False for running, completed and unknown jobs.
+    -- attempt budget (ready now, whatever its own parents), and the
+    -- descendants its failure cancelled wait for it again; a scheduled or
+    -- backing-off job runs now. False for waiting, running, completed and
+    -- unknown jobs.
     IF retry.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
@@ -33,9 +35,11 @@ BEGIN
     END IF;
     BEGIN
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
-                               job_key, last_error, created_at, group_key, timeout)
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents)
         VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
-                v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout);
+                v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
+                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
+                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id));
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
                 v_job.id, pg_catalog.quote_literal(v_job.job_key)
@@ -44,11 +48,12 @@ BEGIN
     END;
     DELETE FROM jobq._job_archive AS a WHERE a.id = v_job.id;
     PERFORM pg_notify('jobq', v_job.queue);
+    PERFORM jobq._restore_descendants(v_job.id);
     RETURN true;
 END
 $$;
 COMMENT ON FUNCTION jobq.retry(bigint) IS
-    'Runs a dead, cancelled or waiting job again now (fresh attempts for dead/cancelled); false for running, completed or unknown ids.';
+    'Runs a dead, cancelled or scheduled job again now (fresh attempts for dead/cancelled, whose cancelled descendants wait again); false for waiting, running, completed or unknown ids.';
 
 CREATE FUNCTION jobq.retry_dead(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
@@ -59,10 +64,13 @@ AS $$
 -- written retry_dead.queue).
 #variable_conflict use_column
 DECLARE
-    v_moved integer;
+    v_moved bigint[];
+    v_count integer;
+    v_parent bigint;
 BEGIN
-    -- Bring every dead job of a queue back with a fresh attempt budget.
-    -- Jobs whose job_key is held by an active job stay dead (see NOTICE).
+    -- Bring every dead job of a queue back with a fresh attempt budget, and
+    -- the descendants their deaths cancelled back to waiting. Jobs whose
+    -- job_key is held by an active job stay dead (see NOTICE).
     PERFORM jobq._check_queue(retry_dead.queue, 'queue');
     WITH dead AS (
         SELECT a.* FROM jobq._job_archive AS a
@@ -71,30 +79,38 @@ BEGIN
         FOR UPDATE SKIP LOCKED
     ), moved AS (
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
-                               job_key, last_error, created_at, group_key, timeout)
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents)
         SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
-               d.job_key, d.last_error, d.created_at, d.group_key, d.timeout
+               d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
+               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
+               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id)
         FROM dead AS d
         ORDER BY d.id
         ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
-        RETURNING id
+        RETURNING id, has_children
     ), removed AS (
         DELETE FROM jobq._job_archive AS a USING moved AS m WHERE a.id = m.id
-        RETURNING a.id
+        RETURNING a.id, m.has_children
     )
-    SELECT count(*) INTO v_moved FROM removed;
-    IF v_moved > 0 THEN
+    SELECT coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.has_children), '{}'),
+           count(*)
+    INTO v_moved, v_count
+    FROM removed AS r;
+    IF v_count > 0 THEN
         PERFORM pg_notify('jobq', retry_dead.queue);
     END IF;
+    FOREACH v_parent IN ARRAY v_moved LOOP
+        PERFORM jobq._restore_descendants(v_parent);
+    END LOOP;
     IF EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.queue = retry_dead.queue AND a.status = 'dead') THEN
         RAISE NOTICE 'jobq: some dead jobs of queue % stay dead: their job_key is held by an active job',
             pg_catalog.quote_literal(retry_dead.queue);
     END IF;
-    RETURN v_moved;
+    RETURN v_count;
 END
 $$;
 COMMENT ON FUNCTION jobq.retry_dead(text) IS
-    'Brings every dead job of a queue back with a fresh attempt budget; returns how many.';
+    'Brings every dead job of a queue back with a fresh attempt budget (and the descendants their deaths cancelled); returns how many.';
 
 CREATE FUNCTION jobq.run_now(id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -128,8 +144,10 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- Cancel a ready, scheduled or running job (a running job's holder then
-    -- finds its lease lost). False for finished and unknown jobs.
+    -- Cancel a waiting, ready, scheduled or running job (a running job's
+    -- holder then finds its lease lost). Its waiting dependents are
+    -- cancelled too (on_parent_failure 'cancel', cancelled_by this job) or
+    -- count it as finished ('run'). False for finished and unknown jobs.
     IF cancel.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
@@ -148,12 +166,13 @@ DECLARE
     v_cancelled integer;
 BEGIN
     -- Cancel the live jobs of a queue, as jobq.cancel() does one by one:
-    -- every one (status NULL), or those ready now, scheduled for later or
-    -- running; only those whose payload contains payload_contains (@>) when
-    -- given. Running jobs' holders find their lease lost. Returns how many.
+    -- every one (status NULL), or those ready now, scheduled for later,
+    -- running or waiting for parents; only those whose payload contains
+    -- payload_contains (@>) when given. Running jobs' holders find their
+    -- lease lost; dependents follow as after jobq.cancel(). Returns how many.
     PERFORM jobq._check_queue(cancel_jobs.queue, 'queue');
-    IF cancel_jobs.status IS NOT NULL AND cancel_jobs.status NOT IN ('ready', 'scheduled', 'running') THEN
-        RAISE EXCEPTION 'jobq: status must be NULL (every live job), ''ready'', ''scheduled'' or ''running'', got %',
+    IF cancel_jobs.status IS NOT NULL AND cancel_jobs.status NOT IN ('ready', 'scheduled', 'running', 'waiting') THEN
+        RAISE EXCEPTION 'jobq: status must be NULL (every live job), ''ready'', ''scheduled'', ''running'' or ''waiting'', got %',
                 pg_catalog.quote_literal(pg_catalog.left(cancel_jobs.status, 100))
             USING ERRCODE = 'JQ017', HINT = 'Dead jobs are finished already: remove them with jobq.discard_dead().';
     END IF;
@@ -169,6 +188,7 @@ BEGIN
                         WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
                         WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
                         WHEN 'running' THEN j.status = 'running'
+                        WHEN 'waiting' THEN j.status = 'waiting'
                         ELSE true END
                 AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
               ORDER BY j.id),
@@ -177,7 +197,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb) IS
-    'Cancels the live jobs of a queue (optionally only ready, scheduled or running ones, or those whose payload contains a filter); returns how many.';
+    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload contains a filter); returns how many.';
 
 CREATE FUNCTION jobq.discard_dead(queue text, older_than interval DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
@@ -202,6 +222,8 @@ BEGIN
         RETURNING a.id
     ), forgotten AS (
         DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id
+    ), unlinked AS (
+        DELETE FROM jobq._job_dep AS d USING gone AS g WHERE d.child_id = g.id
     )
     SELECT count(*) INTO v_discarded FROM gone;
     RETURN v_discarded;
@@ -218,21 +240,26 @@ DECLARE
     v_pruned integer;
 BEGIN
     -- Delete up to n finished jobs whose retention has passed (with their
-    -- error history), the
+    -- error history and the edges to their parents), except those with a
+    -- live child (their results stay readable until it finishes); the
     -- rate-limit bookkeeping older than any rate window (1 day) and key
     -- completions older than any unique_for (366 days); fold the counters.
     PERFORM jobq._check_batch(prune.n, 'n', 10000000);
     WITH old AS (
         SELECT a.id FROM jobq._job_archive AS a
         WHERE a.prune_after < now()
+          AND NOT EXISTS (SELECT FROM jobq._job_dep AS d JOIN jobq._job AS c ON c.id = d.child_id
+                          WHERE d.parent_id = a.id)
         ORDER BY a.prune_after
         LIMIT prune.n
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF a SKIP LOCKED
     ), gone AS (
         DELETE FROM jobq._job_archive AS a USING old AS o WHERE a.id = o.id
         RETURNING a.id, a.last_error IS NOT NULL AS erred
     ), forgotten AS (
         DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id AND g.erred
+    ), unlinked AS (
+        DELETE FROM jobq._job_dep AS d USING gone AS g WHERE d.child_id = g.id
     )
     SELECT count(*) INTO v_pruned FROM gone;
     DELETE FROM jobq._rate_start AS r WHERE r.started_at < now() - interval '1 day';
@@ -243,4 +270,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq.prune(integer) IS
-    'Deletes up to n finished jobs past their retention; returns how many.';
+    'Deletes up to n finished jobs past their retention (not while a child of theirs is live); returns how many.';

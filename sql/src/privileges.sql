@@ -11,8 +11,8 @@ GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin, jobq_viewe
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text)
 TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
@@ -21,15 +21,15 @@ GRANT EXECUTE ON FUNCTION
     jobq.claim(text[], integer, text, interval),
     jobq.take(text, integer),
     jobq.hold(text, integer),
-    jobq.complete_held(bigint[]),
+    jobq.complete_held(bigint[], jsonb[]),
     jobq.fail_held(bigint, text, timestamptz),
-    jobq.complete(bigint, uuid),
-    jobq.complete_many(bigint[], uuid[]),
+    jobq.complete(bigint, uuid, jsonb),
+    jobq.complete_many(bigint[], uuid[], jsonb[]),
     jobq.fail(bigint, text, uuid, timestamptz),
     jobq.heartbeat(bigint, uuid, interval),
     jobq.release(bigint, uuid),
     jobq.snooze(bigint, uuid, timestamptz),
-    jobq.complete(bigint, text),
+    jobq.complete(bigint, text, jsonb),
     jobq.fail(bigint, text, text, timestamptz),
     jobq.heartbeat(bigint, text, interval),
     jobq.release(bigint, text),
@@ -48,7 +48,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.cancel_jobs(text, text, jsonb),
     jobq.discard_dead(text, interval),
     jobq.prune(integer),
-    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval),
+    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval),
     jobq.reset_queue(text),
     jobq.pause(text),
     jobq.resume(text),
@@ -79,6 +79,14 @@ GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules, jobq.workers
     jobq.job_errors TO jobq_viewer;
 GRANT EXECUTE ON FUNCTION jobq.metrics() TO jobq_worker, jobq_admin;
 GRANT SELECT ON jobq._job_error, jobq._queue_defaults TO jobq_admin;
+
+-- Workflows (since 0.6.0): producers enqueue batch callbacks; producers and
+-- workers read a job's state, its result and its parents' results.
+GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) TO jobq_producer;
+GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint)
+    TO jobq_producer, jobq_worker;
+GRANT SELECT ON jobq.job_dependencies TO jobq_viewer;
+GRANT SELECT ON jobq.job_dependencies, jobq._job_dep, jobq._job_wait TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

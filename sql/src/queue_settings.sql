@@ -11,7 +11,8 @@ CREATE FUNCTION jobq.configure_queue(
     concurrency integer DEFAULT NULL,
     rate_limit integer DEFAULT NULL,
     rate_interval interval DEFAULT NULL,
-    timeout interval DEFAULT NULL
+    timeout interval DEFAULT NULL,
+    result_retention interval DEFAULT NULL
 ) RETURNS jobq._queue
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -27,7 +28,9 @@ BEGIN
     -- is enqueued. A new concurrency limit counts the jobs running now; a
     -- claim already under way when it commits may still lease past it once.
     -- The short durations (backoff, lease, rate interval, timeout) must be
-    -- fixed lengths: no months, days and time of one sign.
+    -- fixed lengths: no months, days and time of one sign. result_retention:
+    -- how long a completed job with a result stays readable (jobq.result),
+    -- at the least; retention when that is longer.
     PERFORM jobq._check_queue(configure_queue.queue, 'queue');
     FOR v_setting IN
         SELECT d.name, d.value
@@ -42,12 +45,13 @@ BEGIN
     END LOOP;
     INSERT INTO jobq._queue AS q (queue, max_attempts, backoff_base, backoff_cap, backoff_jitter,
                                   lease, retention, dead_retention, max_payload_bytes,
-                                  concurrency, rate_limit, rate_interval, timeout)
+                                  concurrency, rate_limit, rate_interval, timeout, result_retention)
     VALUES (configure_queue.queue, configure_queue.max_attempts, configure_queue.backoff_base,
             configure_queue.backoff_cap, configure_queue.backoff_jitter, configure_queue.lease,
             configure_queue.retention, configure_queue.dead_retention, configure_queue.max_payload_bytes,
             nullif(configure_queue.concurrency, 0), nullif(configure_queue.rate_limit, 0),
-            configure_queue.rate_interval, nullif(configure_queue.timeout, interval '0'))
+            configure_queue.rate_interval, nullif(configure_queue.timeout, interval '0'),
+            configure_queue.result_retention)
     ON CONFLICT ON CONSTRAINT _queue_pkey DO UPDATE
     SET max_attempts = coalesce(excluded.max_attempts, q.max_attempts),
         backoff_base = coalesce(excluded.backoff_base, q.backoff_base),
@@ -64,6 +68,7 @@ BEGIN
         rate_interval = coalesce(excluded.rate_interval, q.rate_interval),
         timeout = CASE WHEN configure_queue.timeout = interval '0' THEN NULL
                        ELSE coalesce(excluded.timeout, q.timeout) END,
+        result_retention = coalesce(excluded.result_retention, q.result_retention),
         updated_at = now();
     IF configure_queue.concurrency > 0 THEN
         -- A limited queue counts its running jobs by the parked index:
@@ -80,10 +85,10 @@ EXCEPTION WHEN check_violation THEN
                      'backoff_jitter 0..1, lease 1 s..1 day, retention 0..3650 days, '
                      'dead_retention 1 s..3650 days, max_payload_bytes 1..104857600, '
                      'concurrency 1..10000 (0: no limit), rate_limit 1..1000000 (0: no limit), '
-                     'rate_interval 1 s..1 day, timeout 1 s..1 day (0: none).';
+                     'rate_interval 1 s..1 day, timeout 1 s..1 day (0: none), result_retention 0..3650 days.';
 END
 $$;
-COMMENT ON FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval)
+COMMENT ON FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval)
     IS 'Sets per-queue settings (NULL leaves a setting unchanged, 0 removes a concurrency or rate limit or a timeout); returns the effective settings.';
 
 CREATE FUNCTION jobq.reset_queue(queue text) RETURNS boolean
@@ -101,7 +106,7 @@ BEGIN
     UPDATE jobq._queue AS q
     SET max_attempts = NULL, backoff_base = NULL, backoff_cap = NULL, backoff_jitter = NULL, lease = NULL,
         retention = NULL, dead_retention = NULL, max_payload_bytes = NULL, concurrency = NULL,
-        rate_limit = NULL, rate_interval = NULL, timeout = NULL, updated_at = now()
+        rate_limit = NULL, rate_interval = NULL, timeout = NULL, result_retention = NULL, updated_at = now()
     WHERE q.queue = reset_queue.queue;
     RETURN FOUND;
 END

@@ -17,7 +17,8 @@ CREATE VIEW jobq._queue_defaults AS
            interval '0' AS retention,                -- completed jobs leave no history unless asked
            1048576 AS max_payload_bytes,
            interval '1 second' AS rate_interval,     -- the window of a rate limit
-           false AS paused;
+           false AS paused,
+           interval '1 day' AS result_retention;     -- a completed job's result, at the least
 COMMENT ON VIEW jobq._queue_defaults IS 'Built-in defaults of the queue settings (one row). Private: read jobq.queues.';
 
 CREATE FUNCTION jobq._settings(p_queue text) RETURNS jobq._queue
@@ -45,7 +46,8 @@ BEGIN
            q.rate_limit,                              -- NULL: no limit
            CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END,
            coalesce(q.paused, d.paused),
-           q.timeout                                  -- NULL: handlers run as long as they take
+           q.timeout,                                 -- NULL: handlers run as long as they take
+           coalesce(q.result_retention, d.result_retention)
     INTO v_settings
     FROM jobq._queue_defaults AS d
     LEFT JOIN jobq._queue AS q ON q.queue = p_queue;

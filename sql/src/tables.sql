@@ -2,8 +2,8 @@
 -- 2. tables
 ---------------------------------------------------------------------------
 
--- Live jobs only: ready (run_at <= now()), scheduled (run_at > now()) and
--- running. Finished jobs leave it (to jobq._job_archive when history keeps
+-- Live jobs only: waiting (for parents), ready (run_at <= now()), scheduled
+-- (run_at > now()) and running. Finished jobs leave it (to jobq._job_archive when history keeps
 -- them), so what claim scans stays small however much history is kept.
 -- A claim writes no indexed column (status and the lease are in no index),
 -- so with the page room that fillfactor leaves, its UPDATE is HOT.
@@ -27,14 +27,17 @@ CREATE TABLE jobq._job (
     parked            boolean NOT NULL DEFAULT false,
     timeout           interval,
     heartbeat_at      timestamptz,
-    CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running')),
+    has_children      boolean NOT NULL DEFAULT false,
+    has_parents       boolean NOT NULL DEFAULT false,
+    CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
     CONSTRAINT job_attempts_valid CHECK (attempts >= 0 AND max_attempts BETWEEN 1 AND 1000),
     CONSTRAINT job_lease_when_running CHECK (
         (status = 'running') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)),
     CONSTRAINT job_group_key_length CHECK (char_length(group_key) BETWEEN 1 AND 512),
-    CONSTRAINT job_parked_when_running CHECK (NOT parked OR status = 'running'),
+    CONSTRAINT job_parked_when_running CHECK (NOT parked OR status IN ('running', 'waiting')),
+    CONSTRAINT job_waiting_parked CHECK (status <> 'waiting' OR parked),
     CONSTRAINT job_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day')
 ) WITH (
     -- A queue table churns: every row is inserted, updated once or twice
@@ -49,13 +52,17 @@ CREATE TABLE jobq._job (
     -- so a page whose every row gets leased needs 60 % of it free.
     fillfactor = 40
 );
-COMMENT ON TABLE jobq._job IS 'Live jobs (ready, scheduled, running). Private: use the jobq functions and views.';
+COMMENT ON TABLE jobq._job IS 'Live jobs (waiting, ready, scheduled, running). Private: use the jobq functions and views.';
 COMMENT ON COLUMN jobq._job.parked IS
     'A running job kept out of the claim index (its lease outlived a heartbeat, or its queue has limits).';
 COMMENT ON COLUMN jobq._job.timeout IS
     'The longest a handler may run (enqueue''s timeout); NULL: the queue''s timeout setting, if any.';
 COMMENT ON COLUMN jobq._job.heartbeat_at IS
     'The last heartbeat of the current lease; NULL until its first heartbeat (claim does not set it) and when not running.';
+COMMENT ON COLUMN jobq._job.has_children IS
+    'Some job was enqueued depending on this one (jobq._job_dep): finishing it updates their gates. Set by the child''s enqueue.';
+COMMENT ON COLUMN jobq._job.has_parents IS
+    'This job was enqueued with depends_on (or as a batch callback): its edges in jobq._job_dep go when it does.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is
@@ -68,7 +75,8 @@ CREATE UNIQUE INDEX _job_key_idx ON jobq._job (queue, job_key)
 -- Serial groups: find a group's head (lowest id) and its running job.
 CREATE INDEX _job_group_idx ON jobq._job (queue, group_key, id)
     WHERE group_key IS NOT NULL;
--- Running jobs of limited queues (always parked), for their concurrency count.
+-- Running jobs of limited queues (always parked), for their concurrency
+-- count, and waiting jobs (parked too: out of the claim index).
 CREATE INDEX _job_parked_idx ON jobq._job (queue)
     WHERE parked;
 
@@ -93,6 +101,8 @@ CREATE TABLE jobq._job_archive (
     prune_after   timestamptz,
     group_key     text,
     timeout       interval,
+    result        jsonb,
+    cancelled_by  bigint,
     CONSTRAINT job_archive_status_valid CHECK (status IN ('completed', 'dead', 'cancelled'))
 ) WITH (
     autovacuum_vacuum_scale_factor = 0.05,
@@ -100,6 +110,9 @@ CREATE TABLE jobq._job_archive (
 );
 COMMENT ON TABLE jobq._job_archive IS 'Finished jobs (completed, dead, cancelled) kept for their retention. Private.';
 COMMENT ON COLUMN jobq._job_archive.prune_after IS 'jobq.prune() deletes the row after this time; NULL keeps it until retried.';
+COMMENT ON COLUMN jobq._job_archive.result IS 'What the job''s complete() reported (any JSON value); NULL when none.';
+COMMENT ON COLUMN jobq._job_archive.cancelled_by IS
+    'The ancestor whose death or cancellation cancelled this job (the root of the cascade); jobq.retry of it restores this job.';
 
 CREATE INDEX _job_archive_prune_idx ON jobq._job_archive (prune_after)
     WHERE prune_after IS NOT NULL;
@@ -110,6 +123,49 @@ CREATE INDEX _job_archive_dead_idx ON jobq._job_archive (queue, id)
 CREATE INDEX _job_archive_queue_idx ON jobq._job_archive (queue, id);
 CREATE INDEX _job_archive_key_idx ON jobq._job_archive (queue, job_key, id)
     WHERE job_key IS NOT NULL;
+-- The descendants a retry of their root ancestor restores.
+CREATE INDEX _job_archive_cancelled_by_idx ON jobq._job_archive (cancelled_by)
+    WHERE cancelled_by IS NOT NULL;
+
+-- Dependencies: one row per (parent, child) edge, from the child's enqueue
+-- until the child leaves jobq (finished without history, pruned or
+-- discarded). Parents exist before their children, so the graph has no
+-- cycle. Finishing a parent looks its children up by the primary key.
+CREATE TABLE jobq._job_dep (
+    parent_id  bigint NOT NULL,
+    child_id   bigint NOT NULL,
+    PRIMARY KEY (parent_id, child_id),
+    CONSTRAINT job_dep_not_self CHECK (parent_id <> child_id)
+) WITH (
+    autovacuum_vacuum_scale_factor = 0.05,
+    autovacuum_vacuum_cost_delay = 0
+);
+COMMENT ON TABLE jobq._job_dep IS 'Job dependencies (parent, child), while the child exists. Private: read jobq.job_dependencies.';
+CREATE INDEX _job_dep_child_idx ON jobq._job_dep (child_id, parent_id);
+
+-- The gate of each waiting job: how many of its parents are still live, and
+-- how the finished ones ended. Finishing a parent updates its children's
+-- gates (row-locked in id order); the update that brings parents_left to 0
+-- releases the job in that transaction. A waiting job always has a gate;
+-- the gate goes when the job is released or finished.
+CREATE TABLE jobq._job_wait (
+    job_id             bigint PRIMARY KEY,
+    parents_left       integer NOT NULL,
+    completed          integer NOT NULL DEFAULT 0,
+    dead               integer NOT NULL DEFAULT 0,
+    cancelled          integer NOT NULL DEFAULT 0,
+    on_parent_failure  text NOT NULL,
+    report             boolean NOT NULL DEFAULT false,
+    CONSTRAINT job_wait_counts_valid CHECK (parents_left >= 0 AND completed >= 0 AND dead >= 0 AND cancelled >= 0),
+    CONSTRAINT job_wait_on_parent_failure_valid CHECK (on_parent_failure IN ('cancel', 'run'))
+) WITH (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_cost_delay = 0,
+    fillfactor = 50
+);
+COMMENT ON TABLE jobq._job_wait IS 'Waiting jobs: parents still live, finished parents by outcome, what a parent failure does. Private.';
+COMMENT ON COLUMN jobq._job_wait.report IS
+    'A batch callback (jobq.enqueue_callback): released with the counts of its members'' outcomes in its payload.';
 
 -- The error of every failed attempt (fail, fail_held, an expired lease
 -- reaped), the last 25 per job; last_error holds only the latest. Rows live
@@ -146,6 +202,7 @@ CREATE TABLE jobq._queue (
     rate_interval      interval,
     paused             boolean,
     timeout            interval,
+    result_retention   interval,
     CONSTRAINT queue_name_valid CHECK (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
     -- Named queue_<column>_range: configure_queue() names the setting from it.
     CONSTRAINT queue_max_attempts_range CHECK (max_attempts BETWEEN 1 AND 1000),
@@ -159,7 +216,8 @@ CREATE TABLE jobq._queue (
     CONSTRAINT queue_concurrency_range CHECK (concurrency BETWEEN 1 AND 10000),
     CONSTRAINT queue_rate_limit_range CHECK (rate_limit BETWEEN 1 AND 1000000),
     CONSTRAINT queue_rate_interval_range CHECK (rate_interval BETWEEN interval '1 second' AND interval '1 day'),
-    CONSTRAINT queue_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day')
+    CONSTRAINT queue_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day'),
+    CONSTRAINT queue_result_retention_range CHECK (result_retention BETWEEN interval '0' AND interval '3650 days')
 );
 COMMENT ON TABLE jobq._queue IS 'Per-queue setting overrides; NULL means the default. Private: use jobq.configure_queue().';
 
@@ -254,6 +312,8 @@ BEGIN
         PERFORM pg_catalog.pg_extension_config_dump('jobq._counter', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._key_done', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._job_error', '');
+        PERFORM pg_catalog.pg_extension_config_dump('jobq._job_dep', '');
+        PERFORM pg_catalog.pg_extension_config_dump('jobq._job_wait', '');
     END IF;
 END
 $dump$;

@@ -263,3 +263,84 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq._check_read_committed() IS 'Raises JQ015 outside READ COMMITTED isolation.';
+
+CREATE FUNCTION jobq._check_dependencies(p_ids bigint[], p_arg text, p_on_parent_failure text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bad record;
+BEGIN
+    -- Raise JQ018 unless p_ids (depends_on, members) is an array of at most
+    -- 100,000 distinct job ids without NULL, and JQ017 unless
+    -- p_on_parent_failure is 'cancel' or 'run'. Whether the ids are known is
+    -- jobq._lock_parents' question.
+    IF p_on_parent_failure IS NULL OR p_on_parent_failure NOT IN ('cancel', 'run') THEN
+        RAISE EXCEPTION 'jobq: on_parent_failure must be ''cancel'' or ''run'', got %',
+                coalesce(pg_catalog.quote_literal(pg_catalog.left(p_on_parent_failure, 100)), 'NULL')
+            USING ERRCODE = 'JQ017',
+                  HINT = '''cancel'' (the default) cancels the job when a parent is dead or cancelled; '
+                         '''run'' runs it once every parent has finished, however.';
+    END IF;
+    IF p_ids IS NULL THEN
+        RAISE EXCEPTION 'jobq: % must be an array of job ids, got NULL', p_arg
+            USING ERRCODE = 'JQ018', HINT = 'Pass e.g. ARRAY[41, 42]::bigint[].';
+    END IF;
+    IF cardinality(p_ids) > 100000 THEN
+        RAISE EXCEPTION 'jobq: % has % ids, over the cap of 100000', p_arg, cardinality(p_ids)
+            USING ERRCODE = 'JQ018',
+                  HINT = 'Make a tree: callbacks of up to 100000 jobs each, and one callback depending on those.';
+    END IF;
+    SELECT u.id, u.ord INTO v_bad
+    FROM unnest(p_ids) WITH ORDINALITY AS u(id, ord)
+    WHERE u.id IS NULL
+    ORDER BY u.ord LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'jobq: %[%] is NULL', p_arg, v_bad.ord
+            USING ERRCODE = 'JQ018', HINT = 'Pass the id of every job this one depends on, without NULL.';
+    END IF;
+    SELECT u.id, count(*) AS n INTO v_bad
+    FROM unnest(p_ids) AS u(id)
+    GROUP BY u.id HAVING count(*) > 1
+    ORDER BY u.id LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'jobq: % names job % % times', p_arg, v_bad.id, v_bad.n
+            USING ERRCODE = 'JQ018', HINT = 'Name each job once, e.g. ARRAY(SELECT DISTINCT unnest(ids)).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_dependencies(bigint[], text, text) IS
+    'Raises JQ018 for a NULL, oversized, NULL-holding or repeating list of parent ids, JQ017 for a bad on_parent_failure.';
+
+CREATE FUNCTION jobq._check_results(p_ids bigint[], p_results jsonb[]) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bad record;
+BEGIN
+    -- Raise JQ010 unless p_results pairs with p_ids, and JQ003 for a result
+    -- over its job's queue's max_payload_bytes (jobs not live are left to the
+    -- completion, which ignores them).
+    IF cardinality(p_results) <> cardinality(p_ids) THEN
+        RAISE EXCEPTION 'jobq: results has % elements but ids has %', cardinality(p_results), cardinality(p_ids)
+            USING ERRCODE = 'JQ010', HINT = 'Pass one result (or NULL) per job id, in the same order.';
+    END IF;
+    IF cardinality(array_remove(p_results, NULL)) = 0 THEN
+        RETURN;
+    END IF;
+    SELECT r.id, r.ord, pg_column_size(r.result) AS size, (jobq._settings(j.queue)).max_payload_bytes AS cap
+    INTO v_bad
+    FROM unnest(p_ids, p_results) WITH ORDINALITY AS r(id, result, ord)
+    JOIN jobq._job AS j ON j.id = r.id
+    WHERE r.result IS NOT NULL AND pg_column_size(r.result) > (jobq._settings(j.queue)).max_payload_bytes
+    ORDER BY r.ord LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'jobq: the result of job % is % bytes, over the queue''s cap of % bytes', v_bad.id, v_bad.size, v_bad.cap
+            USING ERRCODE = 'JQ003',
+                  HINT = 'Store large results in a table and return its key, or raise max_payload_bytes with jobq.configure_queue().';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_results(bigint[], jsonb[]) IS
+    'Raises JQ010 when results does not pair with ids, JQ003 for a result over its queue''s payload cap.';

@@ -5,14 +5,15 @@
 CREATE VIEW jobq.stats AS
     -- Per queue: jobs ready now, scheduled for later, running, dead, the
     -- age of the oldest ready job (how far behind the workers are; NULL when
-    -- none is ready), whether
-    -- the queue is paused, and the totals of completed jobs, failed attempts
-    -- and dead-lettered jobs (from the counters: history is never scanned).
+    -- none is ready), whether the queue is paused, the totals of completed
+    -- jobs, failed attempts and dead-lettered jobs (from the counters:
+    -- history is never scanned), and jobs waiting for their parents.
     WITH live AS (
         SELECT j.queue,
                count(*) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS ready,
                count(*) FILTER (WHERE j.status = 'ready' AND j.run_at > now()) AS scheduled,
                count(*) FILTER (WHERE j.status = 'running') AS running,
+               count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
                now() - min(j.run_at) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS oldest_ready_age
         FROM jobq._job AS j
         GROUP BY j.queue
@@ -41,32 +42,34 @@ CREATE VIEW jobq.stats AS
            coalesce(q.paused, false) AS paused,
            coalesce(t.completed, 0) AS completed_total,
            coalesce(t.failed, 0) AS failed_total,
-           coalesce(t.dead, 0) AS dead_total
+           coalesce(t.dead, 0) AS dead_total,
+           coalesce(l.waiting, 0) AS waiting
     FROM names AS n
     LEFT JOIN live AS l ON l.queue = n.queue
     LEFT JOIN dead AS d ON d.queue = n.queue
     LEFT JOIN jobq._queue AS q ON q.queue = n.queue
     LEFT JOIN totals AS t ON t.queue = n.queue;
 COMMENT ON VIEW jobq.stats IS
-    'Per queue: ready, scheduled, running and dead job counts, the age of the oldest ready job, paused, and completed/failed/dead totals.';
+    'Per queue: ready, scheduled, running and dead job counts, the age of the oldest ready job, paused, completed/failed/dead totals, and waiting jobs.';
 
 CREATE VIEW jobq.jobs AS
     -- Every job jobq still knows, live or finished, with one status column:
-    -- ready, scheduled, running, completed, dead or cancelled. heartbeat_at:
-    -- the last heartbeat of a running job's lease (NULL before its first,
-    -- and for jobs not running). Paged newest first by id within a queue,
-    -- both halves read an index (the primary key, and (queue, id) of the
-    -- archive).
+    -- waiting (for parents), ready, scheduled, running, completed, dead or
+    -- cancelled. heartbeat_at: the last heartbeat of a running job's lease
+    -- (NULL before its first, and for jobs not running). result: what a
+    -- completed job reported; cancelled_by: the ancestor whose failure
+    -- cancelled it. Paged newest first by id within a queue, both halves
+    -- read an index (the primary key, and (queue, id) of the archive).
     SELECT j.id, j.queue, j.payload,
            CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
            j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
            j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
-           j.group_key, j.timeout, j.heartbeat_at
+           j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by
     FROM jobq._job AS j
     UNION ALL
     SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
            a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
-           a.group_key, a.timeout, NULL::timestamptz
+           a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by
     FROM jobq._job_archive AS a;
 COMMENT ON VIEW jobq.jobs IS 'All live and finished jobs with a single status column (for operators).';
 
@@ -90,7 +93,8 @@ CREATE VIEW jobq.queues AS
            coalesce(q.rate_limit, 0) AS rate_limit,
            CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END AS rate_interval,
            coalesce(q.paused, d.paused) AS paused,
-           q.timeout
+           q.timeout,
+           coalesce(q.result_retention, d.result_retention) AS result_retention
     FROM (SELECT c.queue FROM jobq._queue AS c
           UNION SELECT j.queue FROM jobq._job AS j
           UNION SELECT a.queue FROM jobq._job_archive AS a WHERE a.status = 'dead') AS n
@@ -143,3 +147,11 @@ CREATE VIEW jobq.job_errors AS
     SELECT e.job_id, e.attempt, e.error, e.failed_at, e.worker
     FROM jobq._job_error AS e;
 COMMENT ON VIEW jobq.job_errors IS 'The error of each failed attempt of a job (the last 25 per job), with its attempt, time and worker.';
+
+CREATE VIEW jobq.job_dependencies AS
+    -- The dependency edges of the jobs jobq still knows: child_id waits for
+    -- (or waited for) parent_id. An edge lives as long as its child; the
+    -- parent may be gone already (completed without history, or pruned).
+    SELECT d.child_id, d.parent_id
+    FROM jobq._job_dep AS d;
+COMMENT ON VIEW jobq.job_dependencies IS 'Job dependencies: child_id depends on parent_id (depends_on, or a batch callback''s members).';

@@ -1,0 +1,279 @@
+CREATE FUNCTION jobq._lock_parents(p_parents bigint[], p_arg text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_last bigint;
+    v_unknown bigint;
+BEGIN
+    -- Before jobs are linked to p_parents (validated by
+    -- _check_dependencies): raise JQ019 for an id jobq never issued; mark the
+    -- live parents has_children and lock them (FOR KEY SHARE) until this
+    -- transaction ends. A parent cannot then finish unseen: its finishing
+    -- DELETE waits for this transaction and then sees the new edges, and one
+    -- that finished before shows in a later statement here. Claims and
+    -- heartbeats of those parents are not blocked (they change no key).
+    SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO v_last FROM jobq._job_id_seq AS s;
+    SELECT u.id INTO v_unknown
+    FROM unnest(p_parents) AS u(id)
+    WHERE u.id NOT BETWEEN 1 AND v_last
+    ORDER BY u.id LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'jobq: % names job %, which does not exist', p_arg, v_unknown
+            USING ERRCODE = 'JQ019', HINT = 'Pass ids that jobq.enqueue() returned.';
+    END IF;
+    UPDATE jobq._job AS j SET has_children = true
+    WHERE j.id = ANY (p_parents) AND NOT j.has_children;
+    PERFORM FROM jobq._job AS j WHERE j.id = ANY (p_parents) ORDER BY j.id FOR KEY SHARE OF j;
+END
+$$;
+COMMENT ON FUNCTION jobq._lock_parents(bigint[], text) IS
+    'Raises JQ019 for a parent id never issued; flags and key-share-locks the live parents until the transaction ends.';
+
+CREATE FUNCTION jobq._gate_recount(p_children bigint[]) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Set the gates of waiting jobs from their parents' states now: live
+    -- (in jobq._job), completed, dead or cancelled (history), and completed
+    -- when jobq no longer knows the parent (finished without history, or
+    -- pruned). The gates are locked first, in id order, so the count runs in
+    -- a statement that starts after every finishing parent that held them
+    -- committed.
+    PERFORM FROM jobq._job_wait AS w WHERE w.job_id = ANY (p_children) ORDER BY w.job_id FOR UPDATE;
+    WITH state AS (
+        SELECT d.child_id,
+               CASE WHEN j.id IS NOT NULL THEN 'live' ELSE coalesce(a.status, 'completed') END AS outcome
+        FROM jobq._job_dep AS d
+        LEFT JOIN jobq._job AS j ON j.id = d.parent_id
+        LEFT JOIN jobq._job_archive AS a ON a.id = d.parent_id
+        WHERE d.child_id = ANY (p_children)
+    ), counted AS (
+        SELECT s.child_id,
+               count(*) FILTER (WHERE s.outcome = 'live') AS live,
+               count(*) FILTER (WHERE s.outcome = 'completed') AS completed,
+               count(*) FILTER (WHERE s.outcome = 'dead') AS dead,
+               count(*) FILTER (WHERE s.outcome = 'cancelled') AS cancelled
+        FROM state AS s
+        GROUP BY s.child_id
+    )
+    UPDATE jobq._job_wait AS w
+    SET parents_left = c.live, completed = c.completed, dead = c.dead, cancelled = c.cancelled
+    FROM counted AS c
+    WHERE w.job_id = c.child_id;
+END
+$$;
+COMMENT ON FUNCTION jobq._gate_recount(bigint[]) IS
+    'Recounts the gates of waiting jobs from their parents'' current states (live, completed, dead, cancelled).';
+
+CREATE FUNCTION jobq._settle(p_children bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_cause record;
+    v_cancelled bigint[] := '{}';
+    v_queues text[];
+BEGIN
+    -- Act on the gates of waiting jobs (locked by the caller): cancel those
+    -- that take a parent's failure as theirs ('cancel') and have a dead or
+    -- cancelled parent, recording the root of it (the parent, or the root
+    -- that cancelled the parent); release those with no parent left: ready
+    -- (scheduled when their own run_at is later), a batch callback with its
+    -- members' counts in its payload, and their queues woken. Returns the
+    -- ids cancelled here: their own dependents are the caller's next step.
+    FOR v_cause IN
+        SELECT c.cause, array_agg(c.job_id ORDER BY c.job_id) AS ids
+        FROM (SELECT w.job_id, min(coalesce(a.cancelled_by, a.id)) AS cause
+              FROM jobq._job_wait AS w
+              JOIN jobq._job_dep AS d ON d.child_id = w.job_id
+              JOIN jobq._job_archive AS a ON a.id = d.parent_id AND a.status IN ('dead', 'cancelled')
+              WHERE w.job_id = ANY (p_children) AND w.on_parent_failure = 'cancel' AND w.dead + w.cancelled > 0
+              GROUP BY w.job_id) AS c
+        GROUP BY c.cause
+    LOOP
+        v_cancelled := v_cancelled || ARRAY(
+            SELECT jobq._finish(v_cause.ids, NULL, 'cancelled',
+                                format('cancelled: ancestor job %s did not complete', v_cause.cause),
+                                false, NULL, v_cause.cause));
+    END LOOP;
+    WITH released AS (
+        UPDATE jobq._job AS j
+        SET status = 'ready',
+            parked = false,
+            payload = CASE WHEN w.report
+                           THEN j.payload || jsonb_build_object('batch', jsonb_build_object(
+                                    'members', w.completed + w.dead + w.cancelled, 'completed', w.completed,
+                                    'dead', w.dead, 'cancelled', w.cancelled))
+                           ELSE j.payload END
+        FROM jobq._job_wait AS w
+        WHERE w.job_id = j.id AND j.id = ANY (p_children) AND j.status = 'waiting'
+          AND w.parents_left = 0 AND (w.on_parent_failure = 'run' OR w.dead + w.cancelled = 0)
+        RETURNING j.id, j.queue
+    ), ungated AS (
+        DELETE FROM jobq._job_wait AS w USING released AS r WHERE w.job_id = r.id
+    )
+    SELECT array_agg(DISTINCT r.queue) INTO v_queues FROM released AS r;
+    PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
+    RETURN v_cancelled;
+END
+$$;
+COMMENT ON FUNCTION jobq._settle(bigint[]) IS
+    'Cancels waiting jobs whose parent failed (on_parent_failure cancel) and releases those with no parent left; returns the cancelled ids.';
+
+CREATE FUNCTION jobq._finish_dependents(p_parents bigint[]) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_frontier bigint[] := p_parents;
+    v_children bigint[];
+BEGIN
+    -- Jobs p_parents just left the live table (completed, dead or
+    -- cancelled): count each in the gates of its waiting children, then
+    -- cancel or release those children (jobq._settle). Cancelled children
+    -- are the next round's parents, so a cascade goes down the whole graph
+    -- in a loop, not in recursion. Gates are locked in id order; one row per
+    -- waiting child, whatever its number of parents.
+    WHILE cardinality(v_frontier) > 0 LOOP
+        v_children := ARRAY(
+            SELECT w.job_id FROM jobq._job_wait AS w
+            WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d WHERE d.parent_id = ANY (v_frontier))
+            ORDER BY w.job_id
+            FOR UPDATE);
+        EXIT WHEN cardinality(v_children) = 0;
+        WITH outcome AS (
+            SELECT d.child_id, coalesce(a.status, 'completed') AS status
+            FROM jobq._job_dep AS d
+            LEFT JOIN jobq._job_archive AS a ON a.id = d.parent_id
+            WHERE d.parent_id = ANY (v_frontier) AND d.child_id = ANY (v_children)
+        ), counted AS (
+            SELECT o.child_id,
+                   count(*) FILTER (WHERE o.status = 'completed') AS completed,
+                   count(*) FILTER (WHERE o.status = 'dead') AS dead,
+                   count(*) FILTER (WHERE o.status = 'cancelled') AS cancelled
+            FROM outcome AS o
+            GROUP BY o.child_id
+        )
+        UPDATE jobq._job_wait AS w
+        SET parents_left = w.parents_left - c.completed - c.dead - c.cancelled,
+            completed = w.completed + c.completed,
+            dead = w.dead + c.dead,
+            cancelled = w.cancelled + c.cancelled
+        FROM counted AS c
+        WHERE w.job_id = c.child_id;
+        v_frontier := jobq._settle(v_children);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._finish_dependents(bigint[]) IS
+    'Counts finished parents in their waiting children''s gates, then cancels or releases those children, down the graph.';
+
+CREATE FUNCTION jobq._attach(p_children bigint[], p_parents bigint[], p_on_parent_failure text, p_report boolean)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_new bigint[];
+BEGIN
+    -- Link jobs just enqueued as waiting (jobq._insert_job with p_waiting)
+    -- to p_parents (locked by jobq._lock_parents): edges, a gate counting
+    -- the parents' states now, then cancel or release at once what needs
+    -- no wait. Ids that came back for a held job_key (an existing job) are
+    -- left as they are: only waiting jobs without a gate are new.
+    v_new := ARRAY(SELECT j.id FROM jobq._job AS j
+                   WHERE j.id = ANY (p_children) AND j.status = 'waiting'
+                     AND NOT EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = j.id)
+                   ORDER BY j.id);
+    IF cardinality(v_new) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO jobq._job_dep (parent_id, child_id)
+    SELECT p.id, c.id FROM unnest(p_parents) AS p(id) CROSS JOIN unnest(v_new) AS c(id);
+    INSERT INTO jobq._job_wait (job_id, parents_left, on_parent_failure, report)
+    SELECT c.id, 0, p_on_parent_failure, p_report FROM unnest(v_new) AS c(id);
+    PERFORM jobq._gate_recount(v_new);
+    PERFORM jobq._settle(v_new);
+END
+$$;
+COMMENT ON FUNCTION jobq._attach(bigint[], bigint[], text, boolean) IS
+    'Links newly enqueued waiting jobs to their parents (edges, gates), cancelling or releasing at once what need not wait.';
+
+CREATE FUNCTION jobq._restore_descendants(p_root bigint) RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_set bigint[];
+    v_blocked bigint[];
+    v_moved bigint[];
+    v_gates bigint[];
+    v_cancelled bigint[];
+BEGIN
+    -- p_root (dead or cancelled) is live again (jobq.retry): bring back the
+    -- descendants its failure cancelled (cancelled_by = p_root) as waiting,
+    -- and recount the gates of its waiting children that counted it as
+    -- failed ('run'). A descendant with another dead or cancelled parent
+    -- outside that set stays cancelled, re-rooted to that parent's root (a
+    -- retry of that one restores it), and so do its own descendants in the
+    -- set. One whose job_key an active job now holds stays cancelled.
+    -- Returns how many came back.
+    v_set := ARRAY(SELECT a.id FROM jobq._job_archive AS a
+                   WHERE a.cancelled_by = p_root AND a.status = 'cancelled'
+                   ORDER BY a.id
+                   FOR UPDATE);
+    LOOP
+        v_blocked := ARRAY(
+            SELECT DISTINCT d.child_id
+            FROM jobq._job_dep AS d
+            JOIN jobq._job_archive AS a ON a.id = d.parent_id AND a.status IN ('dead', 'cancelled')
+            WHERE d.child_id = ANY (v_set) AND a.id <> ALL (v_set));
+        EXIT WHEN cardinality(v_blocked) = 0;
+        UPDATE jobq._job_archive AS c
+        SET cancelled_by = (SELECT min(coalesce(p.cancelled_by, p.id))
+                            FROM jobq._job_dep AS d
+                            JOIN jobq._job_archive AS p ON p.id = d.parent_id AND p.status IN ('dead', 'cancelled')
+                            WHERE d.child_id = c.id AND p.id <> ALL (v_set))
+        WHERE c.id = ANY (v_blocked);
+        v_set := ARRAY(SELECT u.id FROM unnest(v_set) AS u(id) WHERE u.id <> ALL (v_blocked));
+    END LOOP;
+    IF cardinality(v_set) > 0 THEN
+        WITH moved AS (
+            INSERT INTO jobq._job (id, queue, payload, status, parked, priority, run_at, attempts, max_attempts,
+                                   job_key, created_at, group_key, timeout, has_children, has_parents)
+            SELECT a.id, a.queue, a.payload, 'waiting', true, a.priority, a.run_at, a.attempts, a.max_attempts,
+                   a.job_key, a.created_at, a.group_key, a.timeout,
+                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true
+            FROM jobq._job_archive AS a
+            WHERE a.id = ANY (v_set)
+            ORDER BY a.id
+            ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+            RETURNING id
+        )
+        SELECT coalesce(array_agg(m.id ORDER BY m.id), '{}') INTO v_moved FROM moved AS m;
+        DELETE FROM jobq._job_archive AS a WHERE a.id = ANY (v_moved);
+        IF cardinality(v_moved) < cardinality(v_set) THEN
+            RAISE NOTICE 'jobq: % descendants of job % stay cancelled: their job_key is held by an active job',
+                cardinality(v_set) - cardinality(v_moved), p_root;
+        END IF;
+        INSERT INTO jobq._job_wait (job_id, parents_left, on_parent_failure)
+        SELECT m.id, 0, 'cancel' FROM unnest(v_moved) AS m(id);
+    ELSE
+        v_moved := '{}';
+    END IF;
+    v_gates := ARRAY(SELECT w.job_id FROM jobq._job_wait AS w
+                     WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d WHERE d.parent_id = p_root)
+                        OR w.job_id = ANY (v_moved)
+                     ORDER BY w.job_id);
+    PERFORM jobq._gate_recount(v_gates);
+    v_cancelled := jobq._settle(v_gates);
+    IF cardinality(v_cancelled) > 0 THEN
+        PERFORM jobq._finish_dependents(v_cancelled);
+    END IF;
+    RETURN cardinality(v_moved);
+END
+$$;
+COMMENT ON FUNCTION jobq._restore_descendants(bigint) IS
+    'After a retry of a dead or cancelled job: its cascade-cancelled descendants wait again (unless another failed parent holds them).';
