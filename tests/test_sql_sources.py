@@ -166,10 +166,10 @@ def test_a_reader_finds_claim_in_claim_sql() -> None:
     files = {key: file for file, key, _ in source_functions()}
     assert files["jobq.claim(text,integer,text,interval)"] == "claim.sql"
     assert (
-        files["jobq.enqueue(text,jsonb,timestamptz,integer,integer,text,text,interval,interval)"]
+        files["jobq.enqueue(text,jsonb,timestamptz,integer,integer,text,text,interval,interval,bigint[],text)"]
         == "enqueue.sql"
     )
-    assert files["jobq.complete(bigint,uuid)"] == "complete_fail.sql"
+    assert files["jobq.complete(bigint,uuid,jsonb)"] == "complete_fail.sql"
     result = run_tool("where", "claim")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
@@ -211,21 +211,21 @@ def assert_refused(root: Path, *messages: str) -> None:
 
 def test_an_unknown_function_in_a_directive_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq.reap(integer)", "-- @replace-function jobq.reap(bigint)")
+    edit(template, "-- @replace-function jobq.prune(integer)", "-- @replace-function jobq.prune(bigint)")
     line = (
-        template.read_text(encoding="utf-8").split("\n").index("-- @replace-function jobq.reap(bigint)") + 1
+        template.read_text(encoding="utf-8").split("\n").index("-- @replace-function jobq.prune(bigint)") + 1
     )
     assert_refused(
         sql_copy,
-        f"{template.name}:{line}: unknown function jobq.reap(bigint)",
-        "the sources define jobq.reap(integer)",
+        f"{template.name}:{line}: unknown function jobq.prune(bigint)",
+        "the sources define jobq.prune(integer)",
     )
 
 
 def test_a_misspelled_directive_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq.reap(integer)", "-- @replace_function jobq.reap(integer)")
-    assert_refused(sql_copy, "unknown directive '-- @replace_function jobq.reap(integer)'")
+    edit(template, "-- @replace-function jobq.prune(integer)", "-- @replace_function jobq.prune(integer)")
+    assert_refused(sql_copy, "unknown directive '-- @replace_function jobq.prune(integer)'")
 
 
 def test_a_function_defined_twice_is_refused(sql_copy: Path) -> None:
@@ -277,8 +277,8 @@ def test_a_changed_released_script_fails_the_check(sql_copy: Path) -> None:
 
 def test_a_template_that_leaves_out_a_changed_function_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq.reap(integer)\n", "")
-    assert_refused(sql_copy, "new or changed since the release it upgrades but not in it: jobq.reap(integer)")
+    edit(template, "-- @replace-function jobq.prune(integer)\n", "")
+    assert_refused(sql_copy, "new or changed since the release it upgrades but not in it: jobq.prune(integer)")
 
 
 # --- the next version: how the one after the default version is made ----------
