@@ -19,6 +19,7 @@
 --     jobq_jobs{state="waiting"}
 --   * cancel_jobs takes status 'waiting'; concurrency limits count only running jobs (waiting ones are
 --     parked too)
+--   * jobq.watch(id): finishing a watched job sends NOTIFY jobq_finished with its id (pyqueue.wait)
 --   * SQLSTATEs JQ018 (a bad depends_on or members list) and JQ019 (an unknown job id)
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.6.0', or with psql -f / pyqueue
@@ -51,6 +52,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.6.0');
 
 ALTER TABLE jobq._job ADD COLUMN has_children boolean NOT NULL DEFAULT false;
 ALTER TABLE jobq._job ADD COLUMN has_parents boolean NOT NULL DEFAULT false;
+ALTER TABLE jobq._job ADD COLUMN watched boolean NOT NULL DEFAULT false;
 ALTER TABLE jobq._job DROP CONSTRAINT job_status_valid;
 ALTER TABLE jobq._job ADD CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting'));
 ALTER TABLE jobq._job DROP CONSTRAINT job_parked_when_running;
@@ -61,6 +63,8 @@ COMMENT ON COLUMN jobq._job.has_children IS
     'Some job was enqueued depending on this one (jobq._job_dep): finishing it updates their gates. Set by the child''s enqueue.';
 COMMENT ON COLUMN jobq._job.has_parents IS
     'This job was enqueued with depends_on (or as a batch callback): its edges in jobq._job_dep go when it does.';
+COMMENT ON COLUMN jobq._job.watched IS
+    'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
 
 ALTER TABLE jobq._job_archive ADD COLUMN result jsonb;
 ALTER TABLE jobq._job_archive ADD COLUMN cancelled_by bigint;
@@ -302,6 +306,7 @@ DECLARE
     v_erred bigint[];
     v_parents bigint[];
     v_children bigint[];
+    v_watched bigint[];
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
@@ -321,7 +326,8 @@ BEGIN
     -- gates (jobq._finish_dependents); a job that depended on others and
     -- leaves no history takes its edges along. p_cause: the root ancestor of
     -- a cascade cancelling these jobs (recorded as cancelled_by; the caller,
-    -- jobq._finish_dependents, then handles their dependents itself).
+    -- jobq._finish_dependents, then handles their dependents itself). A
+    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id.
     -- Returns the ids that left the live table.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
@@ -340,7 +346,7 @@ BEGIN
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
             RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
-                      j.has_children, j.has_parents
+                      j.has_children, j.has_parents, j.watched
         )
         SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
                array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
@@ -348,8 +354,9 @@ BEGIN
                array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
                array_agg(g.id) FILTER (WHERE g.erred),
                array_agg(g.id) FILTER (WHERE g.has_children),
-               array_agg(g.id) FILTER (WHERE g.has_parents)
-        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, v_parents, v_children
+               array_agg(g.id) FILTER (WHERE g.has_parents),
+               array_agg(g.id) FILTER (WHERE g.watched)
+        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, v_parents, v_children, v_watched
         FROM gone AS g;
         IF v_ids IS NULL THEN
             RETURN;
@@ -436,10 +443,14 @@ BEGIN
         )
         SELECT array_agg(g.id),
                array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL),
-               array_agg(g.id) FILTER (WHERE g.has_children)
-        INTO v_ids, v_wake, v_parents
+               array_agg(g.id) FILTER (WHERE g.has_children),
+               array_agg(g.id) FILTER (WHERE g.watched)
+        INTO v_ids, v_wake, v_parents, v_watched
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue;
+    END IF;
+    IF v_watched IS NOT NULL THEN
+        PERFORM pg_notify('jobq_finished', w.id::text) FROM unnest(v_watched) AS w(id);
     END IF;
     IF v_parents IS NOT NULL AND p_cause IS NULL THEN
         PERFORM jobq._finish_dependents(v_parents);
@@ -1575,6 +1586,28 @@ $$;
 COMMENT ON FUNCTION jobq.parent_results(bigint) IS
     'The parents of a job with the results they completed with (NULL when none); JQ019 when the job is unknown.';
 
+CREATE FUNCTION jobq.watch(id bigint) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Ask to be told when a job finishes: a live job is marked watched, and
+    -- finishing it (completed, dead or cancelled) sends NOTIFY jobq_finished
+    -- with its id. Returns its state now, as jobq.status() (JQ019 for an
+    -- unknown id). LISTEN jobq_finished before calling this: a job that
+    -- finishes in between is then either notified or already finished here.
+    -- Jobs nobody watches send nothing when they finish.
+    -- The mark comes first: a job finishing concurrently is then either
+    -- marked before it goes (and notifies) or gone when the state is read.
+    IF watch.id IS NOT NULL THEN
+        UPDATE jobq._job AS j SET watched = true WHERE j.id = watch.id AND NOT j.watched;
+    END IF;
+    RETURN jobq.status(watch.id);
+END
+$$;
+COMMENT ON FUNCTION jobq.watch(bigint) IS
+    'Marks a live job so that finishing it sends NOTIFY jobq_finished with its id; returns its state (as jobq.status).';
+
 CREATE FUNCTION jobq.configure_queue(
     queue text,
     max_attempts integer DEFAULT NULL,
@@ -1851,7 +1884,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval)
 TO jobq_admin;
 GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) TO jobq_producer;
-GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint)
+GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint), jobq.watch(bigint)
     TO jobq_producer, jobq_worker;
 GRANT SELECT ON jobq.job_dependencies TO jobq_viewer;
 GRANT SELECT ON jobq.job_dependencies, jobq._job_dep, jobq._job_wait TO jobq_admin;

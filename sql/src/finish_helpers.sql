@@ -17,6 +17,7 @@ DECLARE
     v_erred bigint[];
     v_parents bigint[];
     v_children bigint[];
+    v_watched bigint[];
     v_now timestamptz := clock_timestamp();
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
@@ -36,7 +37,8 @@ BEGIN
     -- gates (jobq._finish_dependents); a job that depended on others and
     -- leaves no history takes its edges along. p_cause: the root ancestor of
     -- a cascade cancelling these jobs (recorded as cancelled_by; the caller,
-    -- jobq._finish_dependents, then handles their dependents itself).
+    -- jobq._finish_dependents, then handles their dependents itself). A
+    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id.
     -- Returns the ids that left the live table.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
@@ -55,7 +57,7 @@ BEGIN
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
             RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
-                      j.has_children, j.has_parents
+                      j.has_children, j.has_parents, j.watched
         )
         SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
                array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
@@ -63,8 +65,9 @@ BEGIN
                array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
                array_agg(g.id) FILTER (WHERE g.erred),
                array_agg(g.id) FILTER (WHERE g.has_children),
-               array_agg(g.id) FILTER (WHERE g.has_parents)
-        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, v_parents, v_children
+               array_agg(g.id) FILTER (WHERE g.has_parents),
+               array_agg(g.id) FILTER (WHERE g.watched)
+        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, v_parents, v_children, v_watched
         FROM gone AS g;
         IF v_ids IS NULL THEN
             RETURN;
@@ -151,10 +154,14 @@ BEGIN
         )
         SELECT array_agg(g.id),
                array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL),
-               array_agg(g.id) FILTER (WHERE g.has_children)
-        INTO v_ids, v_wake, v_parents
+               array_agg(g.id) FILTER (WHERE g.has_children),
+               array_agg(g.id) FILTER (WHERE g.watched)
+        INTO v_ids, v_wake, v_parents, v_watched
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue;
+    END IF;
+    IF v_watched IS NOT NULL THEN
+        PERFORM pg_notify('jobq_finished', w.id::text) FROM unnest(v_watched) AS w(id);
     END IF;
     IF v_parents IS NOT NULL AND p_cause IS NULL THEN
         PERFORM jobq._finish_dependents(v_parents);

@@ -81,9 +81,10 @@ GRANT EXECUTE ON FUNCTION jobq.metrics() TO jobq_worker, jobq_admin;
 GRANT SELECT ON jobq._job_error, jobq._queue_defaults TO jobq_admin;
 
 -- Workflows (since 0.6.0): producers enqueue batch callbacks; producers and
--- workers read a job's state, its result and its parents' results.
+-- workers read a job's state, its result and its parents' results, and
+-- watch a job to be notified when it finishes.
 GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) TO jobq_producer;
-GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint)
+GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint), jobq.watch(bigint)
     TO jobq_producer, jobq_worker;
 GRANT SELECT ON jobq.job_dependencies TO jobq_viewer;
 GRANT SELECT ON jobq.job_dependencies, jobq._job_dep, jobq._job_wait TO jobq_admin;

@@ -88,3 +88,25 @@ END
 $$;
 COMMENT ON FUNCTION jobq.parent_results(bigint) IS
     'The parents of a job with the results they completed with (NULL when none); JQ019 when the job is unknown.';
+
+CREATE FUNCTION jobq.watch(id bigint) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Ask to be told when a job finishes: a live job is marked watched, and
+    -- finishing it (completed, dead or cancelled) sends NOTIFY jobq_finished
+    -- with its id. Returns its state now, as jobq.status() (JQ019 for an
+    -- unknown id). LISTEN jobq_finished before calling this: a job that
+    -- finishes in between is then either notified or already finished here.
+    -- Jobs nobody watches send nothing when they finish.
+    -- The mark comes first: a job finishing concurrently is then either
+    -- marked before it goes (and notifies) or gone when the state is read.
+    IF watch.id IS NOT NULL THEN
+        UPDATE jobq._job AS j SET watched = true WHERE j.id = watch.id AND NOT j.watched;
+    END IF;
+    RETURN jobq.status(watch.id);
+END
+$$;
+COMMENT ON FUNCTION jobq.watch(bigint) IS
+    'Marks a live job so that finishing it sends NOTIFY jobq_finished with its id; returns its state (as jobq.status).';

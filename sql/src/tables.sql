@@ -29,6 +29,7 @@ CREATE TABLE jobq._job (
     heartbeat_at      timestamptz,
     has_children      boolean NOT NULL DEFAULT false,
     has_parents       boolean NOT NULL DEFAULT false,
+    watched           boolean NOT NULL DEFAULT false,
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -63,6 +64,8 @@ COMMENT ON COLUMN jobq._job.has_children IS
     'Some job was enqueued depending on this one (jobq._job_dep): finishing it updates their gates. Set by the child''s enqueue.';
 COMMENT ON COLUMN jobq._job.has_parents IS
     'This job was enqueued with depends_on (or as a batch callback): its edges in jobq._job_dep go when it does.';
+COMMENT ON COLUMN jobq._job.watched IS
+    'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is

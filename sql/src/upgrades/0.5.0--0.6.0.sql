@@ -19,6 +19,7 @@
 --     jobq_jobs{state="waiting"}
 --   * cancel_jobs takes status 'waiting'; concurrency limits count only running jobs (waiting ones are
 --     parked too)
+--   * jobq.watch(id): finishing a watched job sends NOTIFY jobq_finished with its id (pyqueue.wait)
 --   * SQLSTATEs JQ018 (a bad depends_on or members list) and JQ019 (an unknown job id)
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.6.0', or with psql -f / pyqueue
@@ -51,6 +52,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.6.0');
 
 ALTER TABLE jobq._job ADD COLUMN has_children boolean NOT NULL DEFAULT false;
 ALTER TABLE jobq._job ADD COLUMN has_parents boolean NOT NULL DEFAULT false;
+ALTER TABLE jobq._job ADD COLUMN watched boolean NOT NULL DEFAULT false;
 ALTER TABLE jobq._job DROP CONSTRAINT job_status_valid;
 ALTER TABLE jobq._job ADD CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting'));
 ALTER TABLE jobq._job DROP CONSTRAINT job_parked_when_running;
@@ -61,6 +63,8 @@ COMMENT ON COLUMN jobq._job.has_children IS
     'Some job was enqueued depending on this one (jobq._job_dep): finishing it updates their gates. Set by the child''s enqueue.';
 COMMENT ON COLUMN jobq._job.has_parents IS
     'This job was enqueued with depends_on (or as a batch callback): its edges in jobq._job_dep go when it does.';
+COMMENT ON COLUMN jobq._job.watched IS
+    'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
 
 ALTER TABLE jobq._job_archive ADD COLUMN result jsonb;
 ALTER TABLE jobq._job_archive ADD COLUMN cancelled_by bigint;
@@ -199,6 +203,8 @@ DROP FUNCTION jobq.configure_queue(text, integer, interval, interval, double pre
 
 -- @function jobq.parent_results(bigint)
 
+-- @function jobq.watch(bigint)
+
 -- @function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval)
 
 -- @replace-function jobq.reset_queue(text)
@@ -238,7 +244,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval)
 TO jobq_admin;
 GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) TO jobq_producer;
-GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint)
+GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint), jobq.watch(bigint)
     TO jobq_producer, jobq_worker;
 GRANT SELECT ON jobq.job_dependencies TO jobq_viewer;
 GRANT SELECT ON jobq.job_dependencies, jobq._job_dep, jobq._job_wait TO jobq_admin;
