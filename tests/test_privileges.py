@@ -1,5 +1,6 @@
 """The role matrix, for real: LOGIN roles that are members of jobq_producer,
-jobq_worker, jobq_admin, jobq_viewer (0.5.0: the views and metrics() only),
+jobq_worker, jobq_admin, jobq_viewer (0.5.0: the views and metrics() only;
+0.6.0: producers and workers also read a job's state and results),
 and one of none of them, connect and try every
 public function (with valid arguments), every view, direct SELECT / INSERT /
 UPDATE / DELETE / TRUNCATE on every jobq table, the job id sequence and a
@@ -62,29 +63,39 @@ NOBODY = may()
 # so that a public function added without a row here fails the test.
 FUNCTIONS: dict[str, Call] = {
     "jobq.version()": Call("SELECT jobq.version()", EVERYONE),
-    "jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)":
-        Call("SELECT jobq.enqueue('priv', '{}')", PRODUCE),
-    "jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)":
-        Call("SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[])", PRODUCE),
+    "jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)":
+        Call("SELECT jobq.enqueue('priv', '{}', depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
+    "jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,"
+    "bigint[],text)":
+        Call("SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[], "
+             "depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
+    "jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer)":
+        Call("SELECT jobq.enqueue_callback('priv', '{}', ARRAY[%(ready)s]::bigint[])", PRODUCE),
+    "jobq.status(bigint)": Call("SELECT jobq.status(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
+    "jobq.result(bigint)": Call("SELECT jobq.result(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
+    "jobq.parent_results(bigint)":
+        Call("SELECT count(*) FROM jobq.parent_results(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
+    "jobq.watch(bigint)": Call("SELECT jobq.watch(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
     "jobq.claim(text,integer,text,interval)": Call("SELECT count(*) FROM jobq.claim('priv', 1)", WORK),
     "jobq.claim(text[],integer,text,interval)":
         Call("SELECT count(*) FROM jobq.claim(ARRAY['priv'], 1)", WORK),
     "jobq.take(text,integer)": Call("SELECT count(*) FROM jobq.take('priv', 1)", WORK),
     "jobq.hold(text,integer)": Call("SELECT count(*) FROM jobq.hold('priv', 1)", WORK),
-    "jobq.complete_held(bigint[])":
-        Call("SELECT jobq.complete_held(ARRAY(SELECT id FROM jobq.hold('priv', 1)))", WORK),
+    "jobq.complete_held(bigint[],jsonb[])":
+        Call("SELECT jobq.complete_held(ARRAY(SELECT id FROM jobq.hold('priv', 1)), ARRAY['1']::jsonb[])", WORK),
     "jobq.fail_held(bigint,text,timestamp with time zone)":
         Call("SELECT jobq.fail_held(h.id, 'error') FROM jobq.hold('priv', 1) AS h", WORK),
-    "jobq.complete(bigint,uuid)": Call("SELECT jobq.complete(%(held)s, %(token)s)", WORK),
-    "jobq.complete_many(bigint[],uuid[])":
-        Call("SELECT jobq.complete_many(ARRAY[%(held)s]::bigint[], ARRAY[%(token)s]::uuid[])", WORK),
+    "jobq.complete(bigint,uuid,jsonb)": Call("SELECT jobq.complete(%(held)s, %(token)s, '[1]')", WORK),
+    "jobq.complete_many(bigint[],uuid[],jsonb[])":
+        Call("SELECT jobq.complete_many(ARRAY[%(held)s]::bigint[], ARRAY[%(token)s]::uuid[], "
+             "ARRAY['{}']::jsonb[])", WORK),
     "jobq.fail(bigint,text,uuid,timestamp with time zone)":
         Call("SELECT jobq.fail(%(held)s, 'error', %(token)s)", WORK),
     "jobq.heartbeat(bigint,uuid,interval)": Call("SELECT jobq.heartbeat(%(held)s, %(token)s)", WORK),
     "jobq.release(bigint,uuid)": Call("SELECT jobq.release(%(held)s, %(token)s)", WORK),
     "jobq.snooze(bigint,uuid,timestamp with time zone)":
         Call("SELECT jobq.snooze(%(held)s, %(token)s, now() + interval '1 hour')", WORK),
-    "jobq.complete(bigint,text)": Call("SELECT jobq.complete(%(held)s, %(token)s::text)", WORK),
+    "jobq.complete(bigint,text,jsonb)": Call("SELECT jobq.complete(%(held)s, %(token)s::text)", WORK),
     "jobq.fail(bigint,text,text,timestamp with time zone)":
         Call("SELECT jobq.fail(%(held)s, 'error', %(token)s::text)", WORK),
     "jobq.heartbeat(bigint,text,interval)": Call("SELECT jobq.heartbeat(%(held)s, %(token)s::text)", WORK),
@@ -103,7 +114,7 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.discard_dead(text,interval)": Call("SELECT jobq.discard_dead('priv', interval '1 day')", OPERATE),
     "jobq.prune(integer)": Call("SELECT jobq.prune()", WORK),
     "jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,"
-    "integer,integer,interval,interval)":
+    "integer,integer,interval,interval,interval)":
         Call("SELECT * FROM jobq.configure_queue('priv', lease => '1 minute')", OPERATE),
     "jobq.reset_queue(text)": Call("SELECT jobq.reset_queue('priv')", OPERATE),
     "jobq.pause(text)": Call("SELECT jobq.pause('priv')", OPERATE),
@@ -130,11 +141,13 @@ PRIVATE_HELPERS: dict[str, Call] = {
                                   NOBODY),
     "jobq._check_queue": Call("SELECT jobq._check_queue('priv', 'queue')", NOBODY),
     "jobq._backoff_delay": Call("SELECT jobq._backoff_delay(1, '1 s', '1 h', 0.5, 0.5)", NOBODY),
+    "jobq._finish_dependents": Call("SELECT jobq._finish_dependents(ARRAY[%(ready)s]::bigint[])", NOBODY),
+    "jobq._restore_descendants": Call("SELECT jobq._restore_descendants(%(dead)s)", NOBODY),
 }
 
 TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration", "_counter", "_key_done",
-          "_taken", "_job_error")
-VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors")
+          "_taken", "_job_error", "_job_dep", "_job_wait")
+VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors", "job_dependencies")
 PRIVATE_VIEWS = ("_queue_defaults",)
 
 
