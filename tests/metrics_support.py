@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 Conn = psycopg.Connection[tuple[Any, ...]]
 Key = tuple[str, tuple[tuple[str, str], ...]]  # a sample: its name and sorted labels
 Samples = dict[Key, float]
-STATES = ("ready", "scheduled", "running", "dead")
+STATES = ("ready", "scheduled", "running", "dead", "waiting")
 COUNTERS = ("completed", "failed", "dead")
 OUTCOMES = ("completed", "failed", "timeout", "shutdown", "lease_lost", "acknowledged")
 HTTP_TIMEOUT = 30  # seconds a scrape may take on this shared machine
@@ -62,13 +62,13 @@ def from_stats(conn: Conn) -> tuple[Samples, dict[str, float]]:
     oldest ready age (seconds, 0 when none) per queue."""
     expected: Samples = {}
     ages: dict[str, float] = {}
-    rows = conn.execute("SELECT queue, ready, scheduled, running, dead, completed_total, failed_total, "
-                        "dead_total, coalesce(extract(epoch FROM oldest_ready_age), 0)::float8 "
+    rows = conn.execute("SELECT queue, ready, scheduled, running, dead, waiting, completed_total, "
+                        "failed_total, dead_total, coalesce(extract(epoch FROM oldest_ready_age), 0)::float8 "
                         "FROM jobq.stats").fetchall()
     for queue, *values, age in rows:
-        for state, count in zip(STATES, values[:4], strict=True):
+        for state, count in zip(STATES, values[:5], strict=True):
             expected[key("jobq_jobs", queue=queue, state=state)] = float(count)
-        for counter, total in zip(COUNTERS, values[4:], strict=True):
+        for counter, total in zip(COUNTERS, values[5:], strict=True):
             expected[key(f"jobq_{counter}_total", queue=queue)] = float(total)
         ages[queue] = float(age)
     return expected, ages

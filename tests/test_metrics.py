@@ -232,3 +232,29 @@ def test_bad_metrics_settings_are_refused_by_the_constructors(
         pyqueue.Worker(dsn, **options)
     with pytest.raises(error, match=says):
         pyqueue.aio.AsyncWorker(dsn, **options)
+
+
+def test_waiting_jobs_are_a_state_of_jobq_jobs(conn: Conn, dsn: str) -> None:
+    """A job held by its parents shows as state="waiting" (jobq 0.6), with its
+    help text, and moves to ready when its parent completes."""
+    parent = enqueue_sql(conn, "w1", {"step": 1})
+    enqueue_sql(conn, "w2", {"step": 2}, depends_on=f"ARRAY[{parent}]::bigint[]")
+    enqueue_sql(conn, "w2", {"step": 3}, depends_on=f"ARRAY[{parent}]::bigint[]")
+    collector = DatabaseCollector(dsn)
+    try:
+        samples, _ = collected(collector)
+        assert samples[key("jobq_jobs", queue="w2", state="waiting")] == 2.0
+        assert samples[key("jobq_jobs", queue="w2", state="ready")] == 0.0
+        assert samples[key("jobq_jobs", queue="w1", state="waiting")] == 0.0
+        assert jobq_series(samples) == from_stats(conn)[0]
+        text = exposition(collector.collect()).decode()
+        help_line = next(line for line in text.splitlines() if line.startswith("# HELP jobq_jobs "))
+        assert "waiting: held until their parent jobs finish" in help_line
+        job = pyqueue.claim(conn, "w1")[0]
+        assert job.complete() is True
+        after, _ = collected(collector)
+        assert after[key("jobq_jobs", queue="w2", state="waiting")] == 0.0
+        assert after[key("jobq_jobs", queue="w2", state="ready")] == 2.0
+        assert jobq_series(after) == from_stats(conn)[0]
+    finally:
+        collector.close()
