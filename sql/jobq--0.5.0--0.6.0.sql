@@ -958,7 +958,7 @@ BEGIN
             AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
                          AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)
             AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
-            AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure = 'cancel') THEN
+            AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
         PERFORM jobq._check_queue(enqueue.queue, 'queue');
         PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
         PERFORM jobq._check_time(enqueue.run_at, 'run_at');
@@ -1020,7 +1020,7 @@ BEGIN
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000
             AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
-            AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure = 'cancel') THEN
+            AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
         PERFORM jobq._check_queue(enqueue_many.queue, 'queue');
         IF enqueue_many.payloads IS NULL THEN
             RAISE EXCEPTION 'jobq: payloads must not be NULL'
