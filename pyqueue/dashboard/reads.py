@@ -1,6 +1,6 @@
 """What the dashboard reads, and only from jobq's public views (jobq.stats,
-jobq.queues, jobq.jobs, jobq.job_errors, jobq.schedules, jobq.workers,
-jobq.throughput), so a login holding only ``jobq_viewer`` can serve it.
+jobq.queues, jobq.jobs, jobq.job_errors, jobq.job_dependencies,
+jobq.schedules, jobq.workers, jobq.throughput), so a login holding only ``jobq_viewer`` can serve it.
 
 Each function takes an autocommit AsyncConnection and returns plain dicts
 (or None); the pages decide what to show.
@@ -24,9 +24,10 @@ PAGE_SIZE = 50  # jobs per page of a queue; one more is fetched to know whether 
 SEARCH_WINDOW = 20_000
 CHART_MINUTES = 60  # the throughput chart's span
 JOB_STATES = ("ready", "scheduled", "running", "completed", "dead", "cancelled", "waiting")
+RELATIVES_SHOWN = 100  # parents (or children) listed on a job's page; a callback may have 100,000
 
 OVERVIEW = """
-SELECT s.queue, s.ready, s.scheduled, s.running, s.dead, s.oldest_ready_age, s.paused,
+SELECT s.queue, s.ready, s.scheduled, s.waiting, s.running, s.dead, s.oldest_ready_age, s.paused,
        coalesce(q.concurrency, 0) AS concurrency, coalesce(q.rate_limit, 0) AS rate_limit, q.rate_interval,
        coalesce(t.completed, 0) AS completed_hour, coalesce(t.failed, 0) AS failed_hour
 FROM jobq.stats AS s
@@ -46,7 +47,7 @@ ORDER BY tp.minute
 """
 
 QUEUE_STATS = """
-SELECT s.queue, s.ready, s.scheduled, s.running, s.dead, s.oldest_ready_age, s.paused,
+SELECT s.queue, s.ready, s.scheduled, s.waiting, s.running, s.dead, s.oldest_ready_age, s.paused,
        s.completed_total, s.failed_total, s.dead_total
 FROM jobq.stats AS s WHERE s.queue = %(queue)s
 """
@@ -73,8 +74,31 @@ OFFSET %(window)s LIMIT 1
 JOB = """
 SELECT j.id, j.queue, j.payload, j.status, j.priority, j.run_at, j.attempts, j.max_attempts, j.job_key,
        j.worker, j.lease_expires_at, j.last_error, j.created_at, j.started_at, j.finished_at, j.group_key,
-       j.timeout, j.heartbeat_at
+       j.timeout, j.heartbeat_at, j.result, j.cancelled_by
 FROM jobq.jobs AS j WHERE j.id = %(id)s
+"""
+
+# A job's parents and children (jobq.job_dependencies) with their state; a
+# relative jobq has forgotten (completed and pruned) has no jobq.jobs row: status NULL.
+JOB_PARENTS = """
+SELECT d.parent_id AS id, j.queue, j.status
+FROM jobq.job_dependencies AS d LEFT JOIN jobq.jobs AS j ON j.id = d.parent_id
+WHERE d.child_id = %(id)s
+ORDER BY d.parent_id
+LIMIT %(limit)s
+"""
+
+JOB_CHILDREN = """
+SELECT d.child_id AS id, j.queue, j.status
+FROM jobq.job_dependencies AS d LEFT JOIN jobq.jobs AS j ON j.id = d.child_id
+WHERE d.parent_id = %(id)s
+ORDER BY d.child_id
+LIMIT %(limit)s
+"""
+
+JOB_RELATIVE_COUNTS = """
+SELECT (SELECT count(*) FROM jobq.job_dependencies AS d WHERE d.child_id = %(id)s) AS parents,
+       (SELECT count(*) FROM jobq.job_dependencies AS d WHERE d.parent_id = %(id)s) AS children
 """
 
 JOB_ERRORS = """
@@ -159,7 +183,8 @@ async def queue_stats(conn: AsyncConnection, queue: str) -> Row | None:
         return row
     found = await fetch_one(conn, QUEUE_HAS_JOBS, {"queue": queue})
     if found and found["found"]:
-        return {"queue": queue, "ready": 0, "scheduled": 0, "running": 0, "dead": 0, "oldest_ready_age": None,
+        return {"queue": queue, "ready": 0, "scheduled": 0, "waiting": 0, "running": 0, "dead": 0,
+                "oldest_ready_age": None,
                 "paused": False, "completed_total": 0, "failed_total": 0, "dead_total": 0}
     return None
 
@@ -216,10 +241,19 @@ async def jobs_page(conn: AsyncConnection, queue: str, where: JobFilter) -> Jobs
 
 
 async def job(conn: AsyncConnection, job_id: int) -> Row | None:
-    """The job's row of jobq.jobs with every recorded error (``errors``), or None."""
+    """The job's row of jobq.jobs with every recorded error (``errors``), its
+    first RELATIVES_SHOWN parents and children by id (``parents``,
+    ``children``: id, queue, status) and how many it has of each
+    (``parent_count``, ``child_count``); None for an unknown id."""
     row = await fetch_one(conn, JOB, {"id": job_id})
     if row is not None:
-        row["errors"] = await fetch_all(conn, JOB_ERRORS, {"id": job_id})
+        params = {"id": job_id, "limit": RELATIVES_SHOWN}
+        row["errors"] = await fetch_all(conn, JOB_ERRORS, params)
+        row["parents"] = await fetch_all(conn, JOB_PARENTS, params)
+        row["children"] = await fetch_all(conn, JOB_CHILDREN, params)
+        counts = await fetch_one(conn, JOB_RELATIVE_COUNTS, params)
+        assert counts is not None
+        row["parent_count"], row["child_count"] = int(counts["parents"]), int(counts["children"])
     return row
 
 
