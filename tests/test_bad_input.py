@@ -144,6 +144,7 @@ E = "SELECT jobq.enqueue"
 EM = "SELECT count(*) FROM jobq.enqueue_many"
 C = "SELECT count(*) FROM jobq.claim"
 CFG = "SELECT * FROM jobq.configure_queue"
+CB = "SELECT jobq.enqueue_callback"
 
 SQL_CASES: dict[str, Bad] = {
     # --- enqueue: queue
@@ -438,14 +439,15 @@ SQL_CASES: dict[str, Bad] = {
     # --- workflows (0.6.0): parents, results, a job's state
     "enqueue depends_on with NULL": jq(f"{E}('seed', '{{}}', depends_on => ARRAY[%(ready)s, NULL]::bigint[])",
                                        "JQ018", "depends_on"),
-    "enqueue depends_on duplicate": jq(f"{E}('seed', '{{}}', depends_on => ARRAY[%(ready)s, %(ready)s]::bigint[])",
-                                       "JQ018", "depends_on"),
+    "enqueue depends_on duplicate": jq(
+        f"{E}('seed', '{{}}', depends_on => ARRAY[%(ready)s, %(ready)s]::bigint[])", "JQ018", "depends_on"),
     "enqueue depends_on 100,001 ids": jq(
         f"{E}('seed', '{{}}', depends_on => ARRAY(SELECT generate_series(1, 100001))::bigint[])", "JQ018",
         "depends_on"),
-    "enqueue depends_on unknown id": jq(f"{E}('seed', '{{}}', depends_on => ARRAY[%(ready)s, %(unknown)s]::bigint[])",
-                                        "JQ019", "depends_on"),
-    "enqueue depends_on id 0": jq(f"{E}('seed', '{{}}', depends_on => ARRAY[0]::bigint[])", "JQ019", "depends_on"),
+    "enqueue depends_on unknown id": jq(
+        f"{E}('seed', '{{}}', depends_on => ARRAY[%(ready)s, %(unknown)s]::bigint[])", "JQ019", "depends_on"),
+    "enqueue depends_on id 0": jq(f"{E}('seed', '{{}}', depends_on => ARRAY[0]::bigint[])", "JQ019",
+                                  "depends_on"),
     "enqueue on_parent_failure unknown": jq(f"{E}('seed', '{{}}', depends_on => ARRAY[%(ready)s]::bigint[], "
                                             "on_parent_failure => 'ignore')", "JQ017", "on_parent_failure"),
     "enqueue on_parent_failure NULL": jq(f"{E}('seed', '{{}}', on_parent_failure => NULL)", "JQ017",
@@ -456,24 +458,24 @@ SQL_CASES: dict[str, Bad] = {
     "enqueue_many depends_on unknown id": jq(
         f"{EM}('seed', ARRAY['{{}}']::jsonb[], depends_on => ARRAY[%(unknown)s]::bigint[])", "JQ019",
         "depends_on"),
-    "enqueue_callback members NULL": jq("SELECT jobq.enqueue_callback('seed', '{}', NULL)", "JQ018", "members"),
-    "enqueue_callback members unknown id": jq("SELECT jobq.enqueue_callback('seed', '{}', ARRAY[%(unknown)s]::bigint[])",
-                                              "JQ019", "members"),
-    "enqueue_callback payload array": jq("SELECT jobq.enqueue_callback('seed', '[1]', ARRAY[%(ready)s]::bigint[])",
-                                         "JQ002", "payload"),
-    "enqueue_callback queue injection": jq("SELECT jobq.enqueue_callback(%(inject)s, '{}', ARRAY[]::bigint[])",
-                                           "JQ001", "queue"),
+    "enqueue_callback members NULL": jq(f"{CB}('seed', '{{}}', NULL)", "JQ018", "members"),
+    "enqueue_callback members unknown id": jq(f"{CB}('seed', '{{}}', ARRAY[%(unknown)s]::bigint[])", "JQ019",
+                                              "members"),
+    "enqueue_callback payload array": jq(f"{CB}('seed', '[1]', ARRAY[%(ready)s]::bigint[])", "JQ002",
+                                         "payload"),
+    "enqueue_callback queue injection": jq(f"{CB}(%(inject)s, '{{}}', ARRAY[]::bigint[])", "JQ001", "queue"),
     "complete result over the cap": jq(
-        "SELECT jobq.complete(%(held)s, %(token)s, jsonb_build_object('blob', (SELECT string_agg(md5(i::text), '') "
-        "FROM generate_series(1, 40000) AS i)))", "JQ003", "result"),
+        "SELECT jobq.complete(%(held)s, %(token)s, jsonb_build_object('blob', "
+        "(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 40000) AS i)))", "JQ003", "result"),
     "complete_many results of another length": jq(
-        "SELECT jobq.complete_many(ARRAY[%(held)s]::bigint[], ARRAY[%(token)s]::uuid[], ARRAY['1', '2']::jsonb[])",
-        "JQ010", "results"),
+        "SELECT jobq.complete_many(ARRAY[%(held)s]::bigint[], ARRAY[%(token)s]::uuid[], "
+        "ARRAY['1', '2']::jsonb[])", "JQ010", "results"),
     "status NULL": jq("SELECT jobq.status(NULL)", "JQ010", "id"),
     "status unknown id": jq("SELECT jobq.status(%(unknown)s)", "JQ019", "unknown"),
     "result unknown id": jq("SELECT jobq.result(%(unknown)s)", "JQ019", "unknown"),
     "result NULL": jq("SELECT jobq.result(NULL)", "JQ010", "id"),
-    "parent_results unknown id": jq("SELECT count(*) FROM jobq.parent_results(%(unknown)s)", "JQ019", "unknown"),
+    "parent_results unknown id": jq("SELECT count(*) FROM jobq.parent_results(%(unknown)s)", "JQ019",
+                                    "unknown"),
     "watch unknown id": jq("SELECT jobq.watch(%(unknown)s)", "JQ019", "unknown"),
     "result of a running job": no_op("SELECT jobq.result(%(held)s)", None),
 }

@@ -63,7 +63,8 @@ NOBODY = may()
 # so that a public function added without a row here fails the test.
 FUNCTIONS: dict[str, Call] = {
     "jobq.version()": Call("SELECT jobq.version()", EVERYONE),
-    "jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)":
+    "jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,"
+    "bigint[],text)":
         Call("SELECT jobq.enqueue('priv', '{}', depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
     "jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,"
     "bigint[],text)":
@@ -82,7 +83,8 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.take(text,integer)": Call("SELECT count(*) FROM jobq.take('priv', 1)", WORK),
     "jobq.hold(text,integer)": Call("SELECT count(*) FROM jobq.hold('priv', 1)", WORK),
     "jobq.complete_held(bigint[],jsonb[])":
-        Call("SELECT jobq.complete_held(ARRAY(SELECT id FROM jobq.hold('priv', 1)), ARRAY['1']::jsonb[])", WORK),
+        Call("SELECT jobq.complete_held(ARRAY(SELECT id FROM jobq.hold('priv', 1)), ARRAY['1']::jsonb[])",
+             WORK),
     "jobq.fail_held(bigint,text,timestamp with time zone)":
         Call("SELECT jobq.fail_held(h.id, 'error') FROM jobq.hold('priv', 1) AS h", WORK),
     "jobq.complete(bigint,uuid,jsonb)": Call("SELECT jobq.complete(%(held)s, %(token)s, '[1]')", WORK),

@@ -166,7 +166,8 @@ def test_a_reader_finds_claim_in_claim_sql() -> None:
     files = {key: file for file, key, _ in source_functions()}
     assert files["jobq.claim(text,integer,text,interval)"] == "claim.sql"
     assert (
-        files["jobq.enqueue(text,jsonb,timestamptz,integer,integer,text,text,interval,interval,bigint[],text)"]
+        files["jobq.enqueue(text,jsonb,timestamptz,integer,integer,text,text,interval,interval,"
+              "bigint[],text)"]
         == "enqueue.sql"
     )
     assert files["jobq.complete(bigint,uuid,jsonb)"] == "complete_fail.sql"
@@ -278,7 +279,8 @@ def test_a_changed_released_script_fails_the_check(sql_copy: Path) -> None:
 def test_a_template_that_leaves_out_a_changed_function_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
     edit(template, "-- @replace-function jobq.prune(integer)\n", "")
-    assert_refused(sql_copy, "new or changed since the release it upgrades but not in it: jobq.prune(integer)")
+    assert_refused(sql_copy,
+                   "new or changed since the release it upgrades but not in it: jobq.prune(integer)")
 
 
 # --- the next version: how the one after the default version is made ----------

@@ -269,14 +269,15 @@ def check_old_data_works(conn: Conn, old: OldData, start: str) -> None:
     assert [tuple(r) for r in retried] == [(old.dead, {"n": "dead"}, "fatal")], "and runs again"
     # The error history exists since 0.5.0: an error made before it is in last_error only.
     before = [(1, "fatal")] if version_key(start) >= version_key("0.5.0") else []
-    history = conn.execute(
-        "SELECT attempt, error FROM jobq.job_errors WHERE job_id = %s ORDER BY failed_at", (old.dead,)).fetchall()
+    errors = "SELECT attempt, error FROM jobq.job_errors WHERE job_id = %s ORDER BY failed_at"
+    history = conn.execute(errors, (old.dead,)).fetchall()
     assert history == before, "the error history made before the upgrade is kept as it was"
     token = scalar(conn, "SELECT lease_token FROM jobq._job WHERE id = %s", (old.dead,))
     assert scalar(conn, "SELECT jobq.fail(%s, 'after the upgrade', %s)", (old.dead, token)) is True
-    history = conn.execute(
-        "SELECT attempt, error FROM jobq.job_errors WHERE job_id = %s ORDER BY failed_at", (old.dead,)).fetchall()
-    assert history == [*before, (1, "after the upgrade")], "a failure after the upgrade joins the error history"
+    history = conn.execute(errors, (old.dead,)).fetchall()
+    assert history == [*before, (1, "after the upgrade")], (
+        "a failure after the upgrade joins the error history"
+    )
     assert scalar(conn, "SELECT status FROM jobq.jobs WHERE id = %s", (old.scheduled,)) == "scheduled"
     # A job made before the upgrade can be a parent (0.6.0): its child waits, then follows its fate.
     child = int(scalar(conn, "SELECT jobq.enqueue('legacy', '{}', depends_on => ARRAY[%s]::bigint[])",
