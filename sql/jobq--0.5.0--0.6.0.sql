@@ -95,7 +95,9 @@ CREATE INDEX _job_dep_child_idx ON jobq._job_dep (child_id, parent_id);
 -- how the finished ones ended. Finishing a parent updates its children's
 -- gates (row-locked in id order); the update that brings parents_left to 0
 -- releases the job in that transaction. A waiting job always has a gate;
--- the gate goes when the job is released or finished.
+-- the gate goes when the job is released. A job cancelled while waiting
+-- keeps it (with its on_parent_failure) until it is retried (it then waits
+-- again) or pruned.
 CREATE TABLE jobq._job_wait (
     job_id             bigint PRIMARY KEY,
     parents_left       integer NOT NULL,
@@ -327,7 +329,9 @@ BEGIN
     -- leaves no history takes its edges along. p_cause: the root ancestor of
     -- a cascade cancelling these jobs (recorded as cancelled_by; the caller,
     -- jobq._finish_dependents, then handles their dependents itself). A
-    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id.
+    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A
+    -- waiting job (only cancelling ends one) keeps its gate in history, so a
+    -- retry makes it wait again.
     -- Returns the ids that left the live table.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
@@ -423,11 +427,6 @@ BEGIN
             JOIN settings AS s ON s.queue = g.queue
             WHERE d.child_id = g.id AND g.has_parents
               AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
-        ), ungated AS (
-            -- A waiting job that ends (cancelled) has no gate any more.
-            DELETE FROM jobq._job_wait AS w
-            USING gone AS g
-            WHERE w.job_id = g.id AND g.status = 'waiting'
         ), keyed AS (
             INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
             SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g
@@ -660,13 +659,16 @@ BEGIN
     -- cancel or release those children (jobq._settle). Cancelled children
     -- are the next round's parents, so a cascade goes down the whole graph
     -- in a loop, not in recursion. Gates are locked in id order; one row per
-    -- waiting child, whatever its number of parents.
+    -- waiting child, whatever its number of parents (the gates jobs cancelled
+    -- while waiting keep are left as they are: a retry recounts them).
     WHILE cardinality(v_frontier) > 0 LOOP
         v_children := ARRAY(
             SELECT w.job_id FROM jobq._job_wait AS w
-            WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d WHERE d.parent_id = ANY (v_frontier))
+            WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d
+                               JOIN jobq._job AS c ON c.id = d.child_id AND c.status = 'waiting'
+                               WHERE d.parent_id = ANY (v_frontier))
             ORDER BY w.job_id
-            FOR UPDATE);
+            FOR UPDATE OF w);
         EXIT WHEN cardinality(v_children) = 0;
         WITH outcome AS (
             SELECT d.child_id, coalesce(a.status, 'completed') AS status
@@ -783,8 +785,10 @@ BEGIN
             RAISE NOTICE 'jobq: % descendants of job % stay cancelled: their job_key is held by an active job',
                 cardinality(v_set) - cardinality(v_moved), p_root;
         END IF;
+        -- They kept their gates (and on_parent_failure) when cancelled.
         INSERT INTO jobq._job_wait (job_id, parents_left, on_parent_failure)
-        SELECT m.id, 0, 'cancel' FROM unnest(v_moved) AS m(id);
+        SELECT m.id, 0, 'cancel' FROM unnest(v_moved) AS m(id)
+        ON CONFLICT (job_id) DO NOTHING;
     ELSE
         v_moved := '{}';
     END IF;
@@ -1263,12 +1267,15 @@ AS $$
 DECLARE
     v_job jobq._job_archive;
     v_queue text;
+    v_waits boolean;
 BEGIN
     -- Run a job again now: a dead or cancelled job comes back with a fresh
-    -- attempt budget (ready now, whatever its own parents), and the
-    -- descendants its failure cancelled wait for it again; a scheduled or
-    -- backing-off job runs now. False for waiting, running, completed and
-    -- unknown jobs.
+    -- attempt budget, and the descendants its failure cancelled wait for it
+    -- again; a scheduled or backing-off job runs now. A job cancelled while
+    -- it waited for parents waits for them again (and is cancelled again at
+    -- once, returning false, when one of them is dead or cancelled and its
+    -- on_parent_failure is 'cancel': retry that one). False for waiting,
+    -- running, completed and unknown jobs.
     IF retry.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
@@ -1287,13 +1294,16 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
+    v_waits := EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = v_job.id);
     BEGIN
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
-                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents)
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
+                               status, parked)
         VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
                 v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
-                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id));
+                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits);
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
                 v_job.id, pg_catalog.quote_literal(v_job.job_key)
@@ -1301,13 +1311,24 @@ BEGIN
                   HINT = 'Wait for the active job to finish, or cancel it with jobq.cancel(), then retry.';
     END;
     DELETE FROM jobq._job_archive AS a WHERE a.id = v_job.id;
-    PERFORM pg_notify('jobq', v_job.queue);
+    IF v_waits THEN
+        -- Through its gate again: released, waiting, or cancelled at once.
+        PERFORM jobq._gate_recount(ARRAY[v_job.id]);
+        PERFORM jobq._settle(ARRAY[v_job.id]);
+        IF NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = v_job.id) THEN
+            RAISE NOTICE 'jobq: job % is cancelled again: % did not complete; retry that job instead',
+                v_job.id, (SELECT 'ancestor job ' || a.cancelled_by FROM jobq._job_archive AS a WHERE a.id = v_job.id);
+            RETURN false;
+        END IF;
+    ELSE
+        PERFORM pg_notify('jobq', v_job.queue);
+    END IF;
     PERFORM jobq._restore_descendants(v_job.id);
     RETURN true;
 END
 $$;
 COMMENT ON FUNCTION jobq.retry(bigint) IS
-    'Runs a dead, cancelled or scheduled job again now (fresh attempts for dead/cancelled, whose cancelled descendants wait again); false for waiting, running, completed or unknown ids.';
+    'Runs a dead, cancelled or scheduled job again now (fresh attempts for dead/cancelled, whose cancelled descendants wait again; one cancelled while waiting waits again); false for waiting, running, completed or unknown ids.';
 
 CREATE OR REPLACE FUNCTION jobq.retry_dead(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
@@ -1467,7 +1488,8 @@ DECLARE
     v_pruned integer;
 BEGIN
     -- Delete up to n finished jobs whose retention has passed (with their
-    -- error history and the edges to their parents), except those with a
+    -- error history, the edges to their parents and the gate of one
+    -- cancelled while waiting), except those with a
     -- live child (their results stay readable until it finishes); the
     -- rate-limit bookkeeping older than any rate window (1 day) and key
     -- completions older than any unique_for (366 days); fold the counters.
@@ -1487,6 +1509,8 @@ BEGIN
         DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id AND g.erred
     ), unlinked AS (
         DELETE FROM jobq._job_dep AS d USING gone AS g WHERE d.child_id = g.id
+    ), ungated AS (
+        DELETE FROM jobq._job_wait AS w USING gone AS g WHERE w.job_id = g.id
     )
     SELECT count(*) INTO v_pruned FROM gone;
     DELETE FROM jobq._rate_start AS r WHERE r.started_at < now() - interval '1 day';

@@ -38,7 +38,9 @@ BEGIN
     -- leaves no history takes its edges along. p_cause: the root ancestor of
     -- a cascade cancelling these jobs (recorded as cancelled_by; the caller,
     -- jobq._finish_dependents, then handles their dependents itself). A
-    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id.
+    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A
+    -- waiting job (only cancelling ends one) keeps its gate in history, so a
+    -- retry makes it wait again.
     -- Returns the ids that left the live table.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
@@ -134,11 +136,6 @@ BEGIN
             JOIN settings AS s ON s.queue = g.queue
             WHERE d.child_id = g.id AND g.has_parents
               AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
-        ), ungated AS (
-            -- A waiting job that ends (cancelled) has no gate any more.
-            DELETE FROM jobq._job_wait AS w
-            USING gone AS g
-            WHERE w.job_id = g.id AND g.status = 'waiting'
         ), keyed AS (
             INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
             SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g

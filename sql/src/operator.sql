@@ -9,12 +9,15 @@ AS $$
 DECLARE
     v_job jobq._job_archive;
     v_queue text;
+    v_waits boolean;
 BEGIN
     -- Run a job again now: a dead or cancelled job comes back with a fresh
-    -- attempt budget (ready now, whatever its own parents), and the
-    -- descendants its failure cancelled wait for it again; a scheduled or
-    -- backing-off job runs now. False for waiting, running, completed and
-    -- unknown jobs.
+    -- attempt budget, and the descendants its failure cancelled wait for it
+    -- again; a scheduled or backing-off job runs now. A job cancelled while
+    -- it waited for parents waits for them again (and is cancelled again at
+    -- once, returning false, when one of them is dead or cancelled and its
+    -- on_parent_failure is 'cancel': retry that one). False for waiting,
+    -- running, completed and unknown jobs.
     IF retry.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
@@ -33,13 +36,16 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
+    v_waits := EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = v_job.id);
     BEGIN
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
-                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents)
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
+                               status, parked)
         VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
                 v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
-                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id));
+                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits);
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
                 v_job.id, pg_catalog.quote_literal(v_job.job_key)
@@ -47,13 +53,24 @@ BEGIN
                   HINT = 'Wait for the active job to finish, or cancel it with jobq.cancel(), then retry.';
     END;
     DELETE FROM jobq._job_archive AS a WHERE a.id = v_job.id;
-    PERFORM pg_notify('jobq', v_job.queue);
+    IF v_waits THEN
+        -- Through its gate again: released, waiting, or cancelled at once.
+        PERFORM jobq._gate_recount(ARRAY[v_job.id]);
+        PERFORM jobq._settle(ARRAY[v_job.id]);
+        IF NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = v_job.id) THEN
+            RAISE NOTICE 'jobq: job % is cancelled again: % did not complete; retry that job instead',
+                v_job.id, (SELECT 'ancestor job ' || a.cancelled_by FROM jobq._job_archive AS a WHERE a.id = v_job.id);
+            RETURN false;
+        END IF;
+    ELSE
+        PERFORM pg_notify('jobq', v_job.queue);
+    END IF;
     PERFORM jobq._restore_descendants(v_job.id);
     RETURN true;
 END
 $$;
 COMMENT ON FUNCTION jobq.retry(bigint) IS
-    'Runs a dead, cancelled or scheduled job again now (fresh attempts for dead/cancelled, whose cancelled descendants wait again); false for waiting, running, completed or unknown ids.';
+    'Runs a dead, cancelled or scheduled job again now (fresh attempts for dead/cancelled, whose cancelled descendants wait again; one cancelled while waiting waits again); false for waiting, running, completed or unknown ids.';
 
 CREATE FUNCTION jobq.retry_dead(queue text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
@@ -240,7 +257,8 @@ DECLARE
     v_pruned integer;
 BEGIN
     -- Delete up to n finished jobs whose retention has passed (with their
-    -- error history and the edges to their parents), except those with a
+    -- error history, the edges to their parents and the gate of one
+    -- cancelled while waiting), except those with a
     -- live child (their results stay readable until it finishes); the
     -- rate-limit bookkeeping older than any rate window (1 day) and key
     -- completions older than any unique_for (366 days); fold the counters.
@@ -260,6 +278,8 @@ BEGIN
         DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id AND g.erred
     ), unlinked AS (
         DELETE FROM jobq._job_dep AS d USING gone AS g WHERE d.child_id = g.id
+    ), ungated AS (
+        DELETE FROM jobq._job_wait AS w USING gone AS g WHERE w.job_id = g.id
     )
     SELECT count(*) INTO v_pruned FROM gone;
     DELETE FROM jobq._rate_start AS r WHERE r.started_at < now() - interval '1 day';

@@ -135,13 +135,16 @@ BEGIN
     -- cancel or release those children (jobq._settle). Cancelled children
     -- are the next round's parents, so a cascade goes down the whole graph
     -- in a loop, not in recursion. Gates are locked in id order; one row per
-    -- waiting child, whatever its number of parents.
+    -- waiting child, whatever its number of parents (the gates jobs cancelled
+    -- while waiting keep are left as they are: a retry recounts them).
     WHILE cardinality(v_frontier) > 0 LOOP
         v_children := ARRAY(
             SELECT w.job_id FROM jobq._job_wait AS w
-            WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d WHERE d.parent_id = ANY (v_frontier))
+            WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d
+                               JOIN jobq._job AS c ON c.id = d.child_id AND c.status = 'waiting'
+                               WHERE d.parent_id = ANY (v_frontier))
             ORDER BY w.job_id
-            FOR UPDATE);
+            FOR UPDATE OF w);
         EXIT WHEN cardinality(v_children) = 0;
         WITH outcome AS (
             SELECT d.child_id, coalesce(a.status, 'completed') AS status
@@ -258,8 +261,10 @@ BEGIN
             RAISE NOTICE 'jobq: % descendants of job % stay cancelled: their job_key is held by an active job',
                 cardinality(v_set) - cardinality(v_moved), p_root;
         END IF;
+        -- They kept their gates (and on_parent_failure) when cancelled.
         INSERT INTO jobq._job_wait (job_id, parents_left, on_parent_failure)
-        SELECT m.id, 0, 'cancel' FROM unnest(v_moved) AS m(id);
+        SELECT m.id, 0, 'cancel' FROM unnest(v_moved) AS m(id)
+        ON CONFLICT (job_id) DO NOTHING;
     ELSE
         v_moved := '{}';
     END IF;
