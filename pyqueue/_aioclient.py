@@ -37,6 +37,9 @@ from pyqueue._calls import (
     async_enqueue as enqueue,
 )
 from pyqueue._calls import (
+    async_enqueue_callback as enqueue_callback,
+)
+from pyqueue._calls import (
     async_enqueue_many as enqueue_many,
 )
 from pyqueue._calls import (
@@ -49,6 +52,9 @@ from pyqueue._calls import (
     async_heartbeat as heartbeat,
 )
 from pyqueue._calls import (
+    async_parent_results as parent_results,
+)
+from pyqueue._calls import (
     async_pause as pause,
 )
 from pyqueue._calls import (
@@ -56,6 +62,9 @@ from pyqueue._calls import (
 )
 from pyqueue._calls import (
     async_release as release,
+)
+from pyqueue._calls import (
+    async_result as result,
 )
 from pyqueue._calls import (
     async_resume as resume,
@@ -76,23 +85,32 @@ from pyqueue._calls import (
     async_stats as stats,
 )
 from pyqueue._calls import (
+    async_status as status,
+)
+from pyqueue._calls import (
     async_unschedule as unschedule,
 )
 from pyqueue._db import arun
 from pyqueue.job import AsyncJob, TakenJob
+from pyqueue.waiting import async_wait as wait
+from pyqueue.workflows import async_chain as chain
+from pyqueue.workflows import async_group as group
 
 AsyncConnection = psycopg.AsyncConnection[Any]
 
 __all__ = [
-    "cancel", "cancel_jobs", "claim", "complete", "complete_many", "configure_queue", "discard_dead",
-    "enqueue", "enqueue_many", "every", "fail", "heartbeat", "pause", "reap", "release", "resume",
-    "retry", "retry_dead", "schedules", "snooze", "stats", "take", "unschedule",
+    "cancel", "cancel_jobs", "chain", "claim", "complete", "complete_many", "configure_queue", "discard_dead",
+    "enqueue", "enqueue_callback", "enqueue_many", "every", "fail", "group", "heartbeat", "parent_results",
+    "pause", "reap", "release", "result", "resume", "retry", "retry_dead", "schedules", "snooze", "stats",
+    "status", "take", "unschedule", "wait",
 ]
 
 
-async def complete_many(conn: AsyncConnection, jobs: Sequence[AsyncJob]) -> int:
-    """Acknowledge many jobs in one statement; how many still held their lease."""
-    return await arun(conn, s.complete_many(jobs)) if jobs else 0
+async def complete_many(conn: AsyncConnection, jobs: Sequence[AsyncJob], results: Sequence[Any] | None = None
+                        ) -> int:
+    """Acknowledge many jobs in one statement; how many still held their lease
+    (``results``: as for :func:`pyqueue.complete_many`)."""
+    return await arun(conn, s.complete_many(jobs, results)) if jobs else 0
 
 
 @contextlib.asynccontextmanager

@@ -4,16 +4,19 @@ and async APIs, and a claimed job's methods, send for each call."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
+
+from psycopg.types.json import Jsonb
 
 from pyqueue import _checks as check
 from pyqueue import _queries as q
 from pyqueue._checks import batch_size, queue_name
 from pyqueue.errors import (
     InvalidArgument,
+    InvalidDependency,
     InvalidInterval,
     InvalidJobKey,
     InvalidMaxAttempts,
@@ -22,6 +25,7 @@ from pyqueue.errors import (
     InvalidQueueName,
     InvalidSetting,
     InvalidTime,
+    MissingLease,
 )
 
 QUEUE_SETTINGS: dict[str, str] = {
@@ -37,6 +41,7 @@ QUEUE_SETTINGS: dict[str, str] = {
     "rate_limit": "integer",  # jobq 0.2; 0 removes the limit
     "rate_interval": "interval",  # jobq 0.2
     "timeout": "interval",  # jobq 0.4: the queue's default job timeout; 0 removes it
+    "result_retention": "interval",  # jobq 0.6: how long a completed job's result is kept
 }
 
 
@@ -53,13 +58,18 @@ def retry_time(retry_at: datetime | None) -> datetime | None:
 
 
 def _enqueue_options(
-    group_key: str | None, timeout: timedelta | float | None, unique_for: timedelta | float | None
+    group_key: str | None, timeout: timedelta | float | None, unique_for: timedelta | float | None,
+    depends_on: Iterable[int] | None, on_parent_failure: str,
 ) -> tuple[str, dict[str, Any]]:
-    """The named arguments of later jobq versions that were given, and their values."""
+    """The named arguments of later jobq versions that were given, and their
+    values (on_parent_failure: when not the default, or with depends_on)."""
     given = {
         "group_key": check.text(group_key, "group_key", InvalidJobKey),
         "timeout": check.seconds(timeout, "timeout", InvalidInterval),
         "unique_for": check.seconds(unique_for, "unique_for", InvalidInterval),
+        "depends_on": check.job_ids(depends_on, "depends_on", InvalidDependency),
+        "on_parent_failure": (check.text(on_parent_failure, "on_parent_failure", InvalidArgument)
+                              if depends_on is not None or on_parent_failure != "cancel" else None),
     }
     given = {name: value for name, value in given.items() if value is not None}
     sql = "".join(f", {name} => %({name})s::{q.ENQUEUE_OPTION_TYPES[name]}" for name in given)
@@ -104,11 +114,13 @@ def enqueue_params(
     group_key: str | None,
     timeout: timedelta | float | None = None,
     unique_for: timedelta | float | None = None,
+    depends_on: Iterable[int] | None = None,
+    on_parent_failure: str = "cancel",
 ) -> tuple[str, dict[str, Any]]:
     """What enqueue and enqueue_many share: the statement (``template`` with
     the options of later jobq versions that were given) and the parameters
     but the payloads and keys."""
-    options, values = _enqueue_options(group_key, timeout, unique_for)
+    options, values = _enqueue_options(group_key, timeout, unique_for, depends_on, on_parent_failure)
     params = {
         "queue": check.text(queue, "queue", InvalidQueueName),
         **schedule_params(delay, run_at),
@@ -116,6 +128,40 @@ def enqueue_params(
         **values,
     }
     return template.format(options=options), params
+
+
+def callback_params(
+    queue: str, payload: Mapping[str, Any], members: Iterable[int], *, delay: timedelta | float | None,
+    run_at: datetime | None, priority: int, max_attempts: int | None,
+) -> dict[str, Any]:
+    """jobq.enqueue_callback()'s parameters (jobq 0.6)."""
+    if members is None:
+        raise check.refuse(InvalidDependency, "members must not be None",
+                           "Pass the ids of the jobs the callback waits for.")
+    return {
+        "queue": check.text(queue, "queue", InvalidQueueName),
+        "payload": check.payload(payload),
+        "members": check.job_ids(members, "members", InvalidDependency),
+        **schedule_params(delay, run_at),
+        **_job_options(priority, max_attempts),
+    }
+
+
+def result_value(value: object, name: str = "result") -> Jsonb | None:
+    """A job's result as the jsonb to send: any JSON value (or one encoded
+    already); None: no result."""
+    if value is None or isinstance(value, Jsonb):
+        return value
+    return check.payload(value, name, InvalidArgument)
+
+
+def complete_params(job_id: int, lease_token: UUID | str, result: object) -> tuple[str, tuple[Any, ...]]:
+    """complete()'s statement and parameters; the result only when there is one
+    (so that a job without one completes on an older jobq too)."""
+    checked_id, token = lease_params(job_id, lease_token)
+    if result is None:
+        return q.COMPLETE, (checked_id, token)
+    return q.COMPLETE_RESULT, (checked_id, token, result_value(result))
 
 
 def lease_params(job_id: int, lease_token: UUID | str) -> tuple[int | None, UUID | None]:
@@ -143,6 +189,21 @@ def many_lease_params(pairs: Sequence[tuple[int, UUID]]) -> tuple[list[int | Non
     ids = [check.job_id(p[0], f"ids[{i}]") for i, p in enumerate(pairs, start=1)]
     tokens = [check.lease_token(p[1], f"lease_tokens[{i}]") for i, p in enumerate(pairs, start=1)]
     return ids, tokens
+
+
+def many_complete_params(
+    pairs: Sequence[tuple[int, UUID]], results: Sequence[Any] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """complete_many()'s statement and parameters; results (one per job, None
+    for none) only when some job has one."""
+    ids, tokens = many_lease_params(pairs)
+    if results is None or all(r is None for r in results):
+        return q.COMPLETE_MANY, (ids, tokens)
+    if isinstance(results, str | bytes | Mapping) or len(results) != len(pairs):
+        raise check.refuse(MissingLease, "results must be a list with one result (or None) per job",
+                           "Pass results in the order of the jobs.")
+    return q.COMPLETE_MANY_RESULTS, (ids, tokens, [result_value(r, f"results[{i}]")
+                                                   for i, r in enumerate(results, start=1)])
 
 
 def snooze_params(

@@ -18,6 +18,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 import psycopg
 
 from pyqueue import _statements as s
+from pyqueue import _workflow_statements as w
 from pyqueue._db import Statement, arun, run, undecodable
 from pyqueue._statements import present_as
 from pyqueue.job import AsyncJob, Job
@@ -50,6 +51,10 @@ def twins(
 
 enqueue, async_enqueue = twins(s.enqueue)
 enqueue_many, async_enqueue_many = twins(s.enqueue_many)
+enqueue_callback, async_enqueue_callback = twins(w.enqueue_callback)
+result, async_result = twins(w.result)
+status, async_status = twins(w.status)
+parent_results, async_parent_results = twins(w.parent_results)
 complete, async_complete = twins(s.complete)
 fail, async_fail = twins(s.fail)
 heartbeat, async_heartbeat = twins(s.heartbeat)

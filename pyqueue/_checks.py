@@ -17,7 +17,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, SupportsIndex, cast
 from uuid import UUID
@@ -104,6 +104,19 @@ def texts(
         raise refuse(error, f"{name} must be a list of strings, got {type(values).__name__}",
                      f"Pass {name} as a list.")
     return [text(value, f"{name}[{i}]", error) for i, value in enumerate(values, start=1)]
+
+
+def job_ids(values: object, name: str, error: type[InvalidArgument]) -> list[int | None] | None:
+    """A bigint[] of job ids (depends_on, members): each element an int of the
+    bigint range, named ``name[i]`` (1-based); None passes, and so do None
+    elements (the SQL refuses them with its own error)."""
+    if values is None:
+        return None
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise refuse(error, f"{name} must be a list of job ids, got {type(values).__name__} {_shown(values)}",
+                     f"Pass {name} as a list of the ids enqueue() returned.")
+    return [integer(value, f"{name}[{i}]", error, INT64, hint=f"Pass {name} as a list of job ids (int).")
+            for i, value in enumerate(values, start=1)]
 
 
 def queues(value: object, error: type[InvalidArgument]) -> str | list[str | None] | None:

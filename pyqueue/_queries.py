@@ -27,8 +27,12 @@ _RUN_AT = "coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval, now())
 
 # Options of later jobq versions are passed by name, and only when given, so
 # that the same calls work on a database still at an older version:
-# group_key (jobq 0.2), timeout and unique_for (jobq 0.4).
-ENQUEUE_OPTION_TYPES = {"group_key": "text", "timeout": "interval", "unique_for": "interval"}
+# group_key (jobq 0.2), timeout and unique_for (jobq 0.4), depends_on and
+# on_parent_failure (jobq 0.6).
+ENQUEUE_OPTION_TYPES = {
+    "group_key": "text", "timeout": "interval", "unique_for": "interval",
+    "depends_on": "bigint[]", "on_parent_failure": "text",
+}
 ENQUEUE_TEMPLATE = (
     "SELECT jobq.enqueue(%(queue)s::text, %(payload)s::jsonb, " + _RUN_AT + ", "
     "%(priority)s::integer, %(max_attempts)s::integer, %(key)s::text{options})"
@@ -51,6 +55,10 @@ CLAIM_MANY = _CLAIM.format(queues="%(queues)s::text[]")
 
 COMPLETE = "SELECT jobq.complete(%s::bigint, %s::uuid)"
 COMPLETE_MANY = "SELECT jobq.complete_many(%s::bigint[], %s::uuid[])"
+# jobq 0.6: with results (sent only when some job has one, so that older
+# versions keep working for jobs without).
+COMPLETE_RESULT = "SELECT jobq.complete(%s::bigint, %s::uuid, %s::jsonb)"
+COMPLETE_MANY_RESULTS = "SELECT jobq.complete_many(%s::bigint[], %s::uuid[], %s::jsonb[])"
 FAIL = "SELECT jobq.fail(%s::bigint, %s::text, %s::uuid, %s::timestamptz)"
 FAIL_MANY = (
     "SELECT f.id, jobq.fail(f.id, f.error, f.lease_token) "
@@ -103,6 +111,7 @@ UNDO_SAVEPOINT = "ROLLBACK TO SAVEPOINT jobq_job; RELEASE SAVEPOINT jobq_job"
 # then settle each before the commit: done, or a failed attempt (backoff or dead letter).
 HOLD = "SELECT " + ", ".join(TAKEN_COLUMNS) + " FROM jobq.hold(%s::text, %s::integer)"
 COMPLETE_HELD = "SELECT jobq.complete_held(%s::bigint[])"
+COMPLETE_HELD_RESULTS = "SELECT jobq.complete_held(%s::bigint[], %s::jsonb[])"
 FAIL_HELD = "SELECT jobq.fail_held(%s::bigint, %s::text)"
 EVERY_TEMPLATE = (
     "SELECT jobq.every(%(name)s::text, %(schedule)s::text, %(queue)s::text, %(payload)s::jsonb, "
@@ -118,10 +127,22 @@ CANCEL_JOBS = (
     "payload_contains => %(payload_contains)s::jsonb)"
 )
 DISCARD_DEAD = "SELECT jobq.discard_dead(%(queue)s::text, older_than => %(older_than)s::interval)"
-STATS = (
-    "SELECT queue, ready, scheduled, running, dead, oldest_ready_age "
-    "FROM jobq.stats ORDER BY queue"
+# Every column, whatever the version: jobq 0.6 adds waiting.
+STATS = "SELECT * FROM jobq.stats ORDER BY queue"
+
+# jobq 0.6: workflows (dependencies, results, batch callbacks).
+ENQUEUE_CALLBACK = (
+    "SELECT jobq.enqueue_callback(%(queue)s::text, %(payload)s::jsonb, %(members)s::bigint[], "
+    + _RUN_AT + ", %(priority)s::integer, %(max_attempts)s::integer)"
 )
+RESULT = "SELECT jobq.result(%s::bigint)"
+STATUS = "SELECT jobq.status(%s::bigint)"
+PARENT_RESULTS = "SELECT parent_id, result FROM jobq.parent_results(%s::bigint) ORDER BY parent_id"
+# Marks a live job watched (its end sends NOTIFY FINISHED_CHANNEL with its id); its state.
+WATCH = "SELECT jobq.watch(%s::bigint)"
+FINISHED_CHANNEL = "jobq_finished"
+LISTEN_FINISHED = f"LISTEN {FINISHED_CHANNEL}"
+UNLISTEN_FINISHED = f"UNLISTEN {FINISHED_CHANNEL}"
 
 # configure_queue's settings and the SQL type of each.
 

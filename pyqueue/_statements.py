@@ -12,7 +12,7 @@ methods send the lease statements on the connection it was claimed through.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class QueueStats:
     """One row of ``jobq.stats``; ``oldest_ready_age`` is None when no job is
-    ready (jobq 0.4; older versions say 0)."""
+    ready (jobq 0.4; older versions say 0); ``waiting`` counts the jobs
+    waiting for their parents or batch members (jobq 0.6; 0 before)."""
 
     queue: str
     ready: int
@@ -40,6 +41,15 @@ class QueueStats:
     running: int
     dead: int
     oldest_ready_age: timedelta | None
+    waiting: int = 0
+
+    @classmethod
+    def _from_row(cls, row: Mapping[str, Any]) -> QueueStats:
+        """From a row of jobq.stats, whatever columns its version has."""
+        return cls(**{name: row[name] for name in STATS_FIELDS if name in row})
+
+
+STATS_FIELDS = tuple(QueueStats.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,8 @@ def enqueue(
     group_key: str | None = None,
     timeout: timedelta | float | None = None,
     unique_for: timedelta | float | None = None,
+    depends_on: Iterable[int] | None = None,
+    on_parent_failure: str = "cancel",
 ) -> Statement[int]:
     """Add a job and return its id.
 
@@ -125,13 +137,24 @@ def enqueue(
     returning its id. Both are sent only when given, so the same call works
     on an older jobq.
 
+    jobq 0.6: with ``depends_on`` (job ids) the job waits (status
+    ``waiting``) until every one of those jobs has completed, then becomes
+    ready in the transaction that completed the last one. When one of them
+    is dead or cancelled, ``on_parent_failure`` decides: ``'cancel'`` (the
+    default) cancels the job and its own dependents, ``'run'`` counts the
+    failed parent as finished. A parent id jobq never issued raises
+    :class:`~pyqueue.UnknownJob`; a None or duplicate id
+    :class:`~pyqueue.InvalidDependency`. The job reads its parents' results
+    with :func:`parent_results`. See :func:`chain` and :func:`group`.
+
     Arguments Python cannot send faithfully (NaN in the payload, NUL
     characters, integers beyond the SQL type, a negative delay...) raise the
     typed error the database would use, before anything is sent.
     """
     sql, params = a.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
                                   max_attempts=max_attempts, key=key, group_key=group_key,
-                                  timeout=timeout, unique_for=unique_for)
+                                  timeout=timeout, unique_for=unique_for, depends_on=depends_on,
+                                  on_parent_failure=on_parent_failure)
     return Statement(sql, params, "scalar", int)
 
 
@@ -147,17 +170,22 @@ def enqueue_many(
     group_key: str | None = None,
     timeout: timedelta | float | None = None,
     unique_for: timedelta | float | None = None,
+    depends_on: Iterable[int] | None = None,
+    on_parent_failure: str = "cancel",
 ) -> Statement[list[int]]:
     """Add one job per payload in one statement; their ids in payload order.
 
     ``keys`` gives one key (or None) per payload, as ``key`` does for
     :func:`enqueue`; with ``group_key`` the jobs join that serial group in
     payload order; ``timeout`` and ``unique_for`` (jobq 0.4) apply to every
-    job, as for :func:`enqueue`.
+    job, as for :func:`enqueue`; so do ``depends_on`` and
+    ``on_parent_failure`` (jobq 0.6: every job of the call waits for the
+    same parents).
     """
     sql, params = a.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
                                        max_attempts=max_attempts, keys=keys, group_key=group_key,
-                                       timeout=timeout, unique_for=unique_for)
+                                       timeout=timeout, unique_for=unique_for, depends_on=depends_on,
+                                       on_parent_failure=on_parent_failure)
     return Statement(sql, params, "tuples", _ids)
 
 
@@ -181,21 +209,30 @@ def claim(
     return Statement(sql, params, "claimed", lambda rows: [q.split_claimed_row(row) for row in rows])
 
 
-def complete(job_id: int, lease_token: UUID | str) -> Statement[bool]:
-    """Acknowledge success; False when the lease was lost or the id is unknown."""
-    return Statement(q.COMPLETE, a.lease_params(job_id, lease_token), "scalar", bool)
+def complete(job_id: int, lease_token: UUID | str, result: Any = None) -> Statement[bool]:
+    """Acknowledge success; False when the lease was lost or the id is unknown.
+
+    ``result`` (jobq 0.6): any JSON value (dict, list, str, number, bool)
+    kept as the job's result (:func:`result`, :func:`wait`,
+    :func:`parent_results`); None: no result. A result over the queue's
+    max_payload_bytes raises :class:`~pyqueue.PayloadTooLarge` and the job
+    stays running."""
+    sql, params = a.complete_params(job_id, lease_token, result)
+    return Statement(sql, params, "scalar", bool)
 
 
-def complete_many(jobs: Sequence[JobRecord]) -> Statement[int]:
-    """Acknowledge many jobs in one statement; how many still held their lease."""
-    params = a.many_lease_params([(job.id, job.lease_token) for job in jobs])
+def complete_many(jobs: Sequence[JobRecord], results: Sequence[Any] | None = None) -> Statement[int]:
+    """Acknowledge many jobs in one statement; how many still held their lease.
+
+    ``results`` (jobq 0.6): one result (or None) per job, as for :func:`complete`."""
+    sql, params = a.many_complete_params([(job.id, job.lease_token) for job in jobs], results)
 
     def acknowledged(done: Any) -> int:
         for job in jobs:
             job._mark_acknowledged()
         return int(done)
 
-    return Statement(q.COMPLETE_MANY, params, "scalar", acknowledged)
+    return Statement(sql, params, "scalar", acknowledged)
 
 
 def fail(
@@ -326,7 +363,7 @@ def reap(n: int = REAP_BATCH) -> Statement[int]:
 
 def stats() -> Statement[list[QueueStats]]:
     """``jobq.stats``, one entry per queue, by queue name."""
-    return Statement(q.STATS, None, "dicts", lambda rows: [QueueStats(**row) for row in rows])
+    return Statement(q.STATS, None, "dicts", lambda rows: [QueueStats._from_row(row) for row in rows])
 
 
 def configure_queue(queue: str, **settings: Any) -> Statement[dict[str, Any]]:
@@ -334,9 +371,11 @@ def configure_queue(queue: str, **settings: Any) -> Statement[dict[str, Any]]:
 
     Settings: max_attempts, backoff_base, backoff_cap, backoff_jitter, lease,
     retention, dead_retention, max_payload_bytes, since jobq 0.2
-    concurrency, rate_limit, rate_interval, and since jobq 0.4 timeout (the
-    default execution timeout of the queue's jobs; 0 removes it); durations
-    as timedelta or seconds. Omitted settings stay as they are.
+    concurrency, rate_limit, rate_interval, since jobq 0.4 timeout (the
+    default execution timeout of the queue's jobs; 0 removes it), and since
+    jobq 0.6 result_retention (how long a completed job with a result is
+    kept, at least retention; 0 .. 3650 days); durations as timedelta or
+    seconds. Omitted settings stay as they are.
     """
     sql, params = a.configure_query(queue, settings)
     return Statement(sql, params, "dicts", lambda rows: rows[0])

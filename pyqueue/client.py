@@ -28,38 +28,48 @@ from pyqueue._calls import (
     configure_queue,
     discard_dead,
     enqueue,
+    enqueue_callback,
     enqueue_many,
     every,
     fail,
     heartbeat,
+    parent_results,
     pause,
     reap,
     release,
+    result,
     resume,
     retry,
     retry_dead,
     schedules,
     snooze,
     stats,
+    status,
     unschedule,
 )
 from pyqueue._db import run
 from pyqueue._statements import QueueStats, Schedule
 from pyqueue.job import Job, TakenJob
+from pyqueue.waiting import wait
+from pyqueue.workflows import Group, Step, chain, group
 
 Connection = psycopg.Connection[Any]
 
 # The calls (pyqueue.aio has the same names, its twins) and the result types.
 __all__ = [
-    "QueueStats", "Schedule", "cancel", "cancel_jobs", "claim", "complete", "complete_many",
-    "configure_queue", "discard_dead", "enqueue", "enqueue_many", "every", "fail", "heartbeat", "pause",
-    "reap", "release", "resume", "retry", "retry_dead", "schedules", "snooze", "stats", "take", "unschedule",
+    "Group", "QueueStats", "Schedule", "Step", "cancel", "cancel_jobs", "chain", "claim", "complete",
+    "complete_many", "configure_queue", "discard_dead", "enqueue", "enqueue_callback", "enqueue_many",
+    "every", "fail", "group", "heartbeat", "parent_results", "pause", "reap", "release", "result", "resume",
+    "retry", "retry_dead", "schedules", "snooze", "stats", "status", "take", "unschedule", "wait",
 ]
 
 
-def complete_many(conn: Connection, jobs: Sequence[Job]) -> int:
-    """Acknowledge many jobs in one statement; how many still held their lease."""
-    return run(conn, s.complete_many(jobs)) if jobs else 0
+def complete_many(conn: Connection, jobs: Sequence[Job], results: Sequence[Any] | None = None) -> int:
+    """Acknowledge many jobs in one statement; how many still held their lease.
+
+    ``results`` (jobq 0.6): one result (any JSON value, or None for none)
+    per job, as for :func:`complete`."""
+    return run(conn, s.complete_many(jobs, results)) if jobs else 0
 
 
 @contextmanager

@@ -19,6 +19,7 @@ __all__ = [
     "ERRORS_BY_SQLSTATE",
     "InvalidArgument",
     "InvalidBatchSize",
+    "InvalidDependency",
     "InvalidInterval",
     "InvalidJobKey",
     "InvalidMaxAttempts",
@@ -29,6 +30,8 @@ __all__ = [
     "InvalidSetting",
     "InvalidTime",
     "InvalidWorkerName",
+    "JobCancelled",
+    "JobDead",
     "JobKeyConflict",
     "JobTimeout",
     "JobqError",
@@ -36,6 +39,8 @@ __all__ = [
     "NotReadCommitted",
     "PayloadTooLarge",
     "PgCronMissing",
+    "UnknownJob",
+    "WaitTimeout",
     "error_from_psycopg",
     "translate_errors",
 ]
@@ -201,6 +206,22 @@ class InvalidPeriodicName(InvalidArgument):
     SQLSTATE = "JQ016"
 
 
+class InvalidDependency(InvalidArgument):
+    """JQ018: a ``depends_on`` list or a callback's ``members`` has a NULL
+    element or a duplicate, or holds over 100,000 ids (jobq 0.6)."""
+
+    SQLSTATE = "JQ018"
+
+
+class UnknownJob(JobqError):
+    """JQ019: a job id jobq never issued, or has forgotten (finished and
+    pruned), where a known job is required: a ``depends_on`` parent, a
+    callback member, ``result``, ``status``, ``parent_results`` or ``watch``
+    (jobq 0.6)."""
+
+    SQLSTATE = "JQ019"
+
+
 ERRORS_BY_SQLSTATE: dict[str, type[JobqError]] = {
     cls.SQLSTATE: cls
     for cls in (
@@ -220,6 +241,8 @@ ERRORS_BY_SQLSTATE: dict[str, type[JobqError]] = {
         PgCronMissing,
         NotReadCommitted,
         InvalidPeriodicName,
+        InvalidDependency,
+        UnknownJob,
         InvalidArgument,
     )
 }
@@ -267,3 +290,34 @@ class JobTimeout(TimeoutError):
     it as the job's error (``JobTimeout: job ran longer than 0:00:02``) and
     fails the attempt; an async handler is cancelled, a sync one's result is
     discarded (see ``pyqueue.Worker``)."""
+
+
+class JobDead(Exception):
+    """:func:`pyqueue.wait` found the job dead (out of attempts) instead of
+    completed (jobq 0.6). Not a database error: ``job_id`` is the job; its
+    error history is in ``jobq.job_errors`` (and the dashboard)."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} is dead: it failed its last attempt")
+        self.job_id = job_id
+
+
+class JobCancelled(Exception):
+    """:func:`pyqueue.wait` found the job cancelled, by an operator or because
+    a job it depends on is dead or was cancelled (jobq 0.6). Not a database
+    error: ``job_id`` is the job."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} was cancelled")
+        self.job_id = job_id
+
+
+class WaitTimeout(TimeoutError):
+    """:func:`pyqueue.wait` gave up: the job had not finished within the
+    timeout (jobq 0.6). ``job_id`` is the job, ``status`` the last state seen
+    (waiting, ready, scheduled or running); the job itself is untouched."""
+
+    def __init__(self, job_id: int, timeout: float, status: str) -> None:
+        super().__init__(f"job {job_id} did not finish within {timeout:g} s (still {status})")
+        self.job_id = job_id
+        self.status = status

@@ -12,10 +12,13 @@ from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
 import psycopg
+from psycopg.types.json import Jsonb
 
+from pyqueue import _arguments as a
 from pyqueue import _queries as q
 from pyqueue import _statements as s
 from pyqueue._db import Statement, arun, run
+from pyqueue.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,14 @@ class JobRecord:
         self._settled = False  # ... and that acknowledgement reached the database
         self._lease_lost = False
         self._lease_seconds: float | None = None
+        self._result: Jsonb | None = None  # jobq 0.6: the handler's result, encoded (None: none)
+
+    def _returned(self, value: object) -> None:
+        """Keep a handler's return value as the job's result (None: no result).
+        A value that is not JSON raises TypeError naming its type: inside
+        ``with job:`` that fails the job with that error."""
+        if value is not None and not self._acknowledged:
+            self._result = handler_result(value)
 
     def _mark_acknowledged(self, *, sent: bool = True) -> None:
         """Acknowledged; ``sent=False`` while it waits in a worker's batch."""
@@ -86,6 +97,16 @@ class JobRecord:
         """Seconds the lease had left right after the claim (on the database
         clock): what the worker's heartbeats extend it by."""
         return self._lease_seconds
+
+
+def handler_result(value: object) -> Jsonb | None:
+    """A handler's return value as a job's result (None: no result); TypeError,
+    naming the value's type, when it is not JSON."""
+    try:
+        return a.result_value(value)
+    except InvalidArgument as error:
+        raise TypeError(f"handler returned a {type(value).__name__}, which is not JSON-serialisable: "
+                        f"{error.message.removeprefix('jobq: ')}") from None
 
 
 @dataclass(frozen=True)
@@ -161,7 +182,7 @@ class Owed:
 
     def statement(self) -> Statement[bool]:
         if self.error is None:
-            return s.complete(self.job.id, self.job.lease_token)
+            return s.complete(self.job.id, self.job.lease_token, self.job._result)
         return s.fail(self.job.id, self.job.lease_token, self.error)
 
     def hand_to(self, acker: Acknowledger) -> None:
@@ -230,9 +251,12 @@ class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], Acknowledge
         with self._connection() as conn:
             return run(conn, statement)
 
-    def complete(self) -> bool:
-        """Acknowledge success; False when the lease was lost (nothing changes)."""
-        return self._acknowledged_by(self._send(s.complete(self.id, self.lease_token)))
+    def complete(self, result: Any = None) -> bool:
+        """Acknowledge success; False when the lease was lost (nothing changes).
+
+        ``result`` (jobq 0.6): any JSON value kept as the job's result (see
+        :func:`pyqueue.complete`); None: no result."""
+        return self._acknowledged_by(self._send(s.complete(self.id, self.lease_token, result)))
 
     def fail(self, error: str, *, retry_at: datetime | None = None) -> bool:
         """Record a failed attempt: retry after backoff (or at ``retry_at``), or
@@ -314,9 +338,10 @@ class AsyncJob(LeasedJob[AbstractAsyncContextManager[psycopg.AsyncConnection[Any
         async with self._connection() as conn:
             return await arun(conn, statement)
 
-    async def complete(self) -> bool:
-        """Acknowledge success; False when the lease was lost (nothing changes)."""
-        return self._acknowledged_by(await self._send(s.complete(self.id, self.lease_token)))
+    async def complete(self, result: Any = None) -> bool:
+        """Acknowledge success, with an optional ``result`` (see :meth:`Job.complete`);
+        False when the lease was lost (nothing changes)."""
+        return self._acknowledged_by(await self._send(s.complete(self.id, self.lease_token, result)))
 
     async def fail(self, error: str, *, retry_at: datetime | None = None) -> bool:
         """Record a failed attempt (see :meth:`Job.fail`)."""
