@@ -106,7 +106,7 @@ def handler_result(value: object) -> Jsonb | None:
         return a.result_value(value)
     except InvalidArgument as error:
         raise TypeError(f"handler returned a {type(value).__name__}, which is not JSON-serialisable: "
-                        f"{error.message.removeprefix('jobq: ')}") from None
+                        f"{error.message.removeprefix('jobq: result cannot be sent as JSON: ')}") from None
 
 
 @dataclass(frozen=True)

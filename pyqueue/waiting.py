@@ -90,10 +90,10 @@ def wait(conn: psycopg.Connection[Any], job_id: int, timeout: timedelta | float 
     """
     listening = conn.autocommit
     script = wait_script(job_id, timeout, listening)
+    op = next(script)  # the arguments are checked before anything is sent
     if listening:
         conn.execute(q.LISTEN_FINISHED)
     try:
-        op = next(script)
         while True:
             if isinstance(op, Pause):
                 answer: Any = _pause(conn, job_id, op.seconds, listening)
@@ -123,10 +123,10 @@ async def async_wait(
 ) -> Any:
     listening = conn.autocommit
     script = wait_script(job_id, timeout, listening)
+    op = next(script)  # the arguments are checked before anything is sent
     if listening:
         await conn.execute(q.LISTEN_FINISHED)
     try:
-        op = next(script)
         while True:
             if isinstance(op, Pause):
                 answer: Any = await _apause(conn, job_id, op.seconds, listening)

@@ -79,6 +79,8 @@ def _enqueue(step: Step, depends_on: list[int] | None) -> Statement[int]:
 def chain_script(steps: Sequence[StepLike]) -> Script[list[int]]:
     """Enqueue the steps in order, each depending on the one before."""
     checked = [as_step(step, f"steps[{i}]") for i, step in enumerate(steps, start=1)]
+    for step in checked:  # every step's arguments are checked before anything is sent
+        _enqueue(step, [0])
     ids: list[int] = []
     for step in checked:
         ids.append((yield _enqueue(step, ids[-1:] or None)))
@@ -93,16 +95,23 @@ def group_script(steps: Sequence[StepLike], then: StepLike) -> Script[Group]:
     for i, step in enumerate(checked):
         options = (step.queue, step.priority, step.max_attempts, step.group_key, step.timeout)
         batches.setdefault(options, []).append(i)
+    statements = [
+        (indexes, s.enqueue_many(queue, [checked[i].payload for i in indexes], priority=priority,
+                                 max_attempts=max_attempts, keys=[checked[i].key for i in indexes],
+                                 group_key=group_key, timeout=timeout))
+        for (queue, priority, max_attempts, group_key, timeout), indexes in batches.items()
+    ]
+
+    def then_statement(members: list[int]) -> Statement[int]:
+        return w.enqueue_callback(callback.queue, callback.payload, members, priority=callback.priority,
+                                  max_attempts=callback.max_attempts)
+
+    then_statement([])  # checked before anything is sent
     ids: list[int] = [0] * len(checked)
-    for (queue, priority, max_attempts, group_key, timeout), indexes in batches.items():
-        statement = s.enqueue_many(queue, [checked[i].payload for i in indexes], priority=priority,
-                                   max_attempts=max_attempts, keys=[checked[i].key for i in indexes],
-                                   group_key=group_key, timeout=timeout)
+    for indexes, statement in statements:
         for i, job_id in zip(indexes, (yield statement), strict=True):
             ids[i] = job_id
-    callback_id = yield w.enqueue_callback(callback.queue, callback.payload, ids, priority=callback.priority,
-                                           max_attempts=callback.max_attempts)
-    return Group(ids, callback_id)
+    return Group(ids, (yield then_statement(ids)))
 
 
 def _drive(conn: psycopg.Connection[Any], script: Script[T]) -> T:

@@ -358,6 +358,11 @@ def _claim_in_repeatable_read(conn: Conn) -> Callable[[], object]:
     return call
 
 
+def _duplicate_parent(conn: Conn) -> Callable[[], object]:
+    parent = pyqueue.enqueue(conn, "q", {})
+    return lambda: pyqueue.enqueue(conn, "q", {}, depends_on=[parent, parent])
+
+
 BAD_CALLS: dict[str, tuple[type[errors.JobqError], Callable[[Conn], Callable[[], object]]]] = {
     "JQ001": (errors.InvalidQueueName, lambda c: lambda: pyqueue.enqueue(c, "no spaces", {})),
     "JQ002": (errors.InvalidPayload, lambda c: lambda: pyqueue.enqueue(c, "q", [1, 2])),  # type: ignore[arg-type]
@@ -378,6 +383,8 @@ BAD_CALLS: dict[str, tuple[type[errors.JobqError], Callable[[Conn], Callable[[],
     "JQ015": (errors.NotReadCommitted, _claim_in_repeatable_read),
     "JQ016": (errors.InvalidPeriodicName, lambda c: _raw(c, "SELECT jobq.enqueue_periodic('no spaces')")),
     "JQ017": (errors.InvalidArgument, lambda c: _raw(c, "SELECT jobq.cancel_jobs('q', 'nonsense')")),
+    "JQ018": (errors.InvalidDependency, _duplicate_parent),
+    "JQ019": (errors.UnknownJob, lambda c: lambda: pyqueue.enqueue(c, "q", {}, depends_on=[10**12])),
 }
 
 
@@ -400,7 +407,7 @@ def test_bad_input_raises_its_typed_error_and_changes_nothing(conn: Conn, sqlsta
 
 
 def test_every_sqlstate_has_its_class() -> None:
-    assert sorted(errors.ERRORS_BY_SQLSTATE) == [f"JQ{i:03d}" for i in range(1, 18)]
+    assert sorted(errors.ERRORS_BY_SQLSTATE) == [f"JQ{i:03d}" for i in range(1, 20)]
     assert sorted(BAD_CALLS) == sorted(errors.ERRORS_BY_SQLSTATE)
     for sqlstate, cls in errors.ERRORS_BY_SQLSTATE.items():
         assert issubclass(cls, pyqueue.JobqError) and sqlstate == cls.SQLSTATE

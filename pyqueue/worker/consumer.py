@@ -14,8 +14,8 @@ A claim opens (or reopens) the LISTEN connection first and then claims, so
 after any reconnection the worker catches up at once instead of trusting
 that a notification will come. When the database is unreachable it backs
 off (exponentially, interruptibly) and the claim returns None. Finished jobs
-are acknowledged in batches (complete_many, and one statement each for
-failures and releases).
+are acknowledged in batches (complete_many with their results, see
+``completing``, and one statement each for failures and releases).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from pyqueue.errors import translate_errors
 from pyqueue.job import JobRecord
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
+from pyqueue.worker.completing import completing
 from pyqueue.worker.prune import PRUNE, PruneTimer
 from pyqueue.worker.schedules import ScheduleTimer
 from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
@@ -256,7 +257,7 @@ class ConsumerCore(Generic[J, S]):
             with translate_errors():
                 for part in chunks(batch.completes):
                     jobs = [batch.completes[i] for i in part]
-                    done = int((yield Sql(q.COMPLETE_MANY, batch.complete_args(jobs))))
+                    done = yield from completing(jobs)
                     sent.completes.extend(jobs)
                     if done < len(jobs):
                         logger.warning("%d of %d finished job(s) had lost their lease: not completed",

@@ -6,7 +6,10 @@ attempt); each job's handler runs inside a savepoint and writes through
 ``job.conn``; a handler that raises has its writes rolled back to the
 savepoint and its job recorded as a failed attempt (``jobq.fail_held``:
 backoff, or dead letter when out of attempts); ``jobq.complete_held`` marks
-the others done, and COMMIT acknowledges the whole batch at once. A crash
+the others done (jobq 0.6: a handler's return value, unless None, is its
+job's result; such a job is completed inside its savepoint, so that a
+result too large for the queue undoes it and fails it), and COMMIT
+acknowledges the whole batch at once. A crash
 rolls everything back: the jobs are ready again, untouched, and nothing any
 handler wrote stays. There is no lease, so no heartbeat and no reaping. The
 handlers of a batch run one after the other on its connection.
@@ -28,8 +31,8 @@ from psycopg.pq import TransactionStatus
 
 from pyqueue import _queries as q
 from pyqueue._db import aclaimed_rows, ascalar, claimed_rows, scalar, undecodable
-from pyqueue.errors import translate_errors
-from pyqueue.job import AsyncTxJob, TxJob, log_failed, summary
+from pyqueue.errors import PayloadTooLarge, translate_errors
+from pyqueue.job import AsyncTxJob, TxJob, handler_result, log_failed, summary
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -43,6 +46,10 @@ ABORTED = "the handler returned normally but left its transaction aborted (a dat
 
 def _log_failure(job: TxJob | AsyncTxJob, exc: BaseException | None, error: str) -> None:
     log_failed(job, summary(exc) if exc is not None else error, exc)
+
+
+def too_large(error: PayloadTooLarge) -> str:
+    return f"result too large: the handler's result was refused ({error.message})"
 
 
 def _failed_statement(error: psycopg.Error) -> bool:
@@ -93,7 +100,7 @@ class _Batch:
             self.fail(job, problem)
             return
         try:
-            handler(job)
+            result = handler_result(handler(job))
         except Exception as exc:
             _log_failure(job, exc, "")
             self.undo(job, q.format_error(exc))
@@ -102,7 +109,16 @@ class _Batch:
             _log_failure(job, None, ABORTED)
             self.undo(job, ABORTED)
             return
-        self.done.append(job.id)
+        if result is None:
+            self.done.append(job.id)
+            return
+        self.use(job)  # a job with a result completes inside its savepoint: too large undoes it
+        try:
+            with translate_errors():
+                scalar(self.conn, q.COMPLETE_HELD_RESULTS, ([job.id], [result]))
+        except PayloadTooLarge as error:
+            _log_failure(job, None, too_large(error))
+            self.undo(job, too_large(error))
 
 
 def _check_completed(queue: str, done: list[int], completed: Any) -> None:
@@ -135,6 +151,7 @@ class _AsyncBatch:
         self.conn = conn
         self.open: AsyncTxJob | None = None
         self.done: list[int] = []
+        self.completed: set[int] = set()  # jobs with a result, completed at once
 
     async def fail(self, job: AsyncTxJob, error: str) -> None:
         with translate_errors():
@@ -154,7 +171,8 @@ class _AsyncBatch:
             return
         try:
             await self.conn.execute(q.NEXT_SAVEPOINT if next_job else q.RELEASE_SAVEPOINT)
-            self.done.append(done.id)
+            if done.id not in self.completed:
+                self.done.append(done.id)
         except psycopg.Error as error:
             if not _failed_statement(error):
                 raise
@@ -170,7 +188,15 @@ class _AsyncBatch:
             return
         await self.settle(next_job=True)
         try:
-            await handler(job)
+            result = handler_result(await handler(job))
+            if result is not None:  # completed inside its savepoint: too large undoes it
+                with translate_errors():
+                    await ascalar(self.conn, q.COMPLETE_HELD_RESULTS, ([job.id], [result]))
+                self.completed.add(job.id)
+        except PayloadTooLarge as error:
+            _log_failure(job, None, too_large(error))
+            await self.undo(job, too_large(error))
+            return
         except Exception as exc:
             _log_failure(job, exc, "")
             await self.undo(job, q.format_error(exc))

@@ -229,7 +229,8 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
 
 
 def run_job(job: Job, handler: Callable[[Job], object]) -> None:
-    """Run a handler as a unit of work (``with job``): complete on return, fail
-    with the traceback on an exception."""
+    """Run a handler as a unit of work (``with job``): complete on return (its
+    return value, unless None, is the job's result), fail with the traceback
+    on an exception (or when that value is not JSON)."""
     with job:
-        handler(job)
+        job._returned(handler(job))

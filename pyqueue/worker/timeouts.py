@@ -196,7 +196,7 @@ async def run_supervised(
     async with job:
         task = asyncio.ensure_future(handler(job))
         try:
-            await _supervise(task, job, stop, grace, acker)
+            job._returned(await _supervise(task, job, stop, grace, acker))
         finally:
             if not task.done():
                 task.cancel()
@@ -204,7 +204,8 @@ async def run_supervised(
 
 
 async def _supervise(task: asyncio.Future[object], job: AsyncJob, stop: asyncio.Event, grace: float | None,
-                     acker: AsyncAcker) -> None:
+                     acker: AsyncAcker) -> object:
+    """The handler's return value (None when the job was failed instead)."""
     loop = asyncio.get_running_loop()
     deadline = math.inf if job.timeout is None else loop.time() + job.timeout.total_seconds()
     shutdown_at = math.inf
@@ -218,8 +219,7 @@ async def _supervise(task: asyncio.Future[object], job: AsyncJob, stop: asyncio.
             wait = None if until == math.inf else max(0.0, until - loop.time())
             done, _ = await asyncio.wait(waiters, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
-                task.result()  # the handler's exception fails the job
-                return
+                return task.result()  # the handler's exception fails the job
             if stopper is not None and stopper in done and shutdown_at == math.inf:
                 shutdown_at = loop.time() + (grace or 0.0)
                 continue
@@ -231,7 +231,7 @@ async def _supervise(task: asyncio.Future[object], job: AsyncJob, stop: asyncio.
                 error = shutdown_error(grace or 0.0)
                 acker.fail_later(job, error)
                 log_failed(job, error)
-                return
+                return None
             assert job.timeout is not None
             raise JobTimeout(f"job ran longer than {job.timeout}") from None
     finally:
