@@ -107,7 +107,8 @@ def test_enqueue_prints_the_id_and_stats_show_the_job(dsn: str, conn: Conn) -> N
     assert row == ("scheduled", -5, 3)
 
     table = ok("stats", "--dsn", dsn).splitlines()
-    assert table[0].split() == ["queue", "ready", "scheduled", "running", "dead", "oldest", "ready"]
+    assert table[0].split() == ["queue", "ready", "scheduled", "running", "dead", "waiting", "oldest",
+                                "ready"]
     assert set(table[1]) <= {"-", " "}
     emails = next(line for line in table if line.startswith("emails"))
     assert emails.split()[:5] == ["emails", "1", "1", "0", "0"]

@@ -55,7 +55,8 @@ def server_dir(output: str) -> Path:
 def stats_rows(output: str) -> dict[str, list[str]]:
     """The jobq.stats table the demo printed, by queue."""
     lines = output.split("jobq.stats:\n", 1)[1].splitlines()
-    assert lines[0].split() == ["queue", "ready", "scheduled", "running", "dead", "oldest", "ready"]
+    assert lines[0].split() == ["queue", "ready", "scheduled", "running", "dead", "waiting", "oldest",
+                                 "ready"]
     rows = {}
     for line in lines[2:]:
         if not line.strip():

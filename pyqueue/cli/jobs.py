@@ -69,7 +69,7 @@ def run_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([
             {"queue": s.queue, "ready": s.ready, "scheduled": s.scheduled, "running": s.running,
-             "dead": s.dead,
+             "dead": s.dead, "waiting": s.waiting,
              "oldest_ready_age": None if s.oldest_ready_age is None else s.oldest_ready_age.total_seconds()}
             for s in stats
         ], indent=2))

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-STATS_COLUMNS = ("queue", "ready", "scheduled", "running", "dead", "oldest ready")
+STATS_COLUMNS = ("queue", "ready", "scheduled", "running", "dead", "waiting", "oldest ready")
 
 
 def format_age(age: timedelta | None) -> str:
@@ -41,9 +41,11 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def stats_table(stats: Sequence[Any]) -> str:
-    """jobq.stats rows (pyqueue.QueueStats) as an aligned table."""
+    """jobq.stats rows (pyqueue.QueueStats) as an aligned table (waiting: jobs
+    waiting for their parents or batch members, jobq 0.6)."""
     rows = [
-        (s.queue, str(s.ready), str(s.scheduled), str(s.running), str(s.dead), format_age(s.oldest_ready_age))
+        (s.queue, str(s.ready), str(s.scheduled), str(s.running), str(s.dead), str(s.waiting),
+         format_age(s.oldest_ready_age))
         for s in stats
     ]
     table = format_table(STATS_COLUMNS, rows)
