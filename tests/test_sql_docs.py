@@ -106,12 +106,12 @@ def test_functions_are_grouped_by_what_the_catalog_says(conn: Conn) -> None:
     assert list(by_group) == ["producer", "worker", "monitoring", "operator", "periodic", "maintenance",
                               "any"]
     assert by_group["monitoring"] == {"metrics"}
-    assert {"enqueue", "enqueue_many"} == by_group["producer"]
+    assert {"enqueue", "enqueue_many", "enqueue_callback"} == by_group["producer"]
     assert {"claim", "complete", "fail", "heartbeat", "take", "hold"} <= by_group["worker"]
     assert {"retry", "cancel", "configure_queue", "pause"} <= by_group["operator"]
     assert {"every", "unschedule", "enqueue_periodic", "run_schedules"} == by_group["periodic"]
     assert {"reap", "prune", "schedule_maintenance", "unschedule_maintenance"} == by_group["maintenance"]
-    assert by_group["any"] == {"version"}
+    assert by_group["any"] == {"version", "status", "result", "parent_results", "watch"}
     # a function only jobq_admin may call is an operator's; granted to jobq_worker, a worker's
     conn.execute("CREATE FUNCTION jobq.tally() RETURNS int LANGUAGE sql AS 'SELECT 1'")
     conn.execute("REVOKE ALL ON FUNCTION jobq.tally() FROM PUBLIC")
