@@ -2,7 +2,7 @@
 -- DEFINER only where intended, pinned search_path (and lock_timeout on the
 -- claim and worker functions) and a comment everywhere.
 BEGIN;
-SELECT plan(136);
+SELECT plan(164);
 
 -- objects ------------------------------------------------------------------
 SELECT has_schema('jobq', 'schema jobq exists');
@@ -16,19 +16,22 @@ SELECT has_table('jobq', '_migration', 'version bookkeeping table jobq._migratio
 SELECT has_table('jobq', '_rate_start', 'rate-limit window table jobq._rate_start exists');
 SELECT has_table('jobq', '_periodic', 'periodic job table jobq._periodic exists');
 SELECT has_table('jobq', '_counter', 'finished-job counter table jobq._counter exists');
+SELECT has_table('jobq', '_job_dep', 'dependency edge table jobq._job_dep exists');
+SELECT has_table('jobq', '_job_wait', 'gate table of waiting jobs jobq._job_wait exists');
+SELECT has_view('jobq', 'job_dependencies', 'view jobq.job_dependencies exists');
 SELECT has_view('jobq', 'stats', 'view jobq.stats exists');
 SELECT has_view('jobq', 'jobs', 'view jobq.jobs exists');
 SELECT has_view('jobq', 'queues', 'view jobq.queues exists');
 SELECT has_view('jobq', 'schedules', 'view jobq.schedules exists');
 SELECT has_type('jobq', 'job', 'type jobq.job exists');
 
-SELECT is(jobq.version(), '0.5.0', 'jobq.version() is 0.5.0');
--- A fresh install records 0.5.0 only; an upgraded one records every step.
+SELECT is(jobq.version(), '0.6.0', 'jobq.version() is 0.6.0');
+-- A fresh install records 0.6.0 only; an upgraded one records every step.
 SELECT is((SELECT version FROM jobq._migration
-           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.5.0',
-          'the newest version recorded in jobq._migration is 0.5.0');
-SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0')$$,
-                'jobq._migration records only released versions up to 0.5.0');
+           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.6.0',
+          'the newest version recorded in jobq._migration is 0.6.0');
+SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0', '0.6.0')$$,
+                'jobq._migration records only released versions up to 0.6.0');
 
 SELECT set_has(
     $$SELECT attname::text FROM pg_catalog.pg_attribute
@@ -48,6 +51,17 @@ SELECT set_has(
       WHERE table_schema = 'jobq' AND table_name = 'queues'$$,
     $$VALUES ('concurrency'), ('rate_limit'), ('rate_interval'), ('paused')$$,
     'jobq.queues shows concurrency, rate_limit, rate_interval and paused');
+SELECT is((SELECT column_name::text FROM information_schema.columns
+           WHERE table_schema = 'jobq' AND table_name = 'queues' ORDER BY ordinal_position DESC LIMIT 1),
+          'result_retention', 'result_retention is the last column of jobq.queues');
+SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
+                WHERE table_schema = 'jobq' AND table_name = 'jobs' ORDER BY ordinal_position DESC LIMIT 2),
+          ARRAY['cancelled_by', 'result'], 'jobq.jobs ends with result, cancelled_by');
+SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
+                WHERE table_schema = 'jobq' AND table_name = 'job_dependencies' ORDER BY ordinal_position),
+          ARRAY['child_id', 'parent_id'], 'jobq.job_dependencies has child_id, parent_id');
+SELECT has_column('jobq', '_job_archive', 'result', 'jobq._job_archive keeps result');
+SELECT has_column('jobq', '_job_archive', 'cancelled_by', 'jobq._job_archive keeps cancelled_by');
 SELECT set_eq(
     $$SELECT column_name::text FROM information_schema.columns
       WHERE table_schema = 'jobq' AND table_name = 'schedules'$$,
@@ -59,8 +73,8 @@ SELECT set_eq(
     $$SELECT column_name::text FROM information_schema.columns
       WHERE table_schema = 'jobq' AND table_name = 'stats'$$,
     $$VALUES ('queue'), ('ready'), ('scheduled'), ('running'), ('dead'), ('oldest_ready_age'), ('paused'),
-             ('completed_total'), ('failed_total'), ('dead_total')$$,
-    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age, paused and the completed/failed/dead totals');
+             ('completed_total'), ('failed_total'), ('dead_total'), ('waiting')$$,
+    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age, paused, the completed/failed/dead totals and waiting');
 
 -- the public API, exactly ----------------------------------------------------
 SELECT set_eq(
@@ -68,12 +82,12 @@ SELECT set_eq(
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
     ARRAY[
         'jobq.version()',
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
         'jobq.claim(text,integer,text,interval)',
         'jobq.claim(text[],integer,text,interval)',
-        'jobq.complete(bigint,uuid)',
-        'jobq.complete_many(bigint[],uuid[])',
+        'jobq.complete(bigint,uuid,jsonb)',
+        'jobq.complete_many(bigint[],uuid[],jsonb[])',
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
         'jobq.heartbeat(bigint,uuid,interval)',
         'jobq.release(bigint,uuid)',
@@ -83,10 +97,10 @@ SELECT set_eq(
         'jobq.retry_dead(text)',
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
-        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)',
         'jobq.cancel_jobs(text,text,jsonb)',
         'jobq.discard_dead(text,interval)',
-        'jobq.complete(bigint,text)',
+        'jobq.complete(bigint,text,jsonb)',
         'jobq.fail(bigint,text,text,timestamp with time zone)',
         'jobq.heartbeat(bigint,text,interval)',
         'jobq.release(bigint,text)',
@@ -97,7 +111,7 @@ SELECT set_eq(
         'jobq.unschedule_maintenance()',
         'jobq.take(text,integer)',
         'jobq.hold(text,integer)',
-        'jobq.complete_held(bigint[])',
+        'jobq.complete_held(bigint[],jsonb[])',
         'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
         'jobq.pause(text)',
@@ -106,17 +120,22 @@ SELECT set_eq(
         'jobq.unschedule(text)',
         'jobq.enqueue_periodic(text)',
         'jobq.run_now(bigint)',
-        'jobq.metrics()'
+        'jobq.metrics()',
+        'jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer)',
+        'jobq.result(bigint)',
+        'jobq.status(bigint)',
+        'jobq.parent_results(bigint)',
+        'jobq.watch(bigint)'
     ],
     'the public jobq functions are exactly the documented API');
 
 SELECT has_function('jobq', 'version', ARRAY[]::text[], 'jobq.version() exists');
-SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval) exists (group_key, timeout, unique_for)');
-SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval'], 'jobq.enqueue_many(..., text[], text, interval, interval) exists (group_key, timeout, unique_for)');
+SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval, bigint[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure)');
+SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'jobq.enqueue_many(..., text[], text, interval, interval, bigint[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure)');
 SELECT has_function('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq.claim(text, int, text, interval) exists');
 SELECT has_function('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'jobq.claim(text[], int, text, interval) exists');
-SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid'], 'jobq.complete(bigint, uuid) exists');
-SELECT has_function('jobq', 'complete_many', ARRAY['bigint[]', 'uuid[]'], 'jobq.complete_many(bigint[], uuid[]) exists');
+SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'jobq.complete(bigint, uuid, jsonb) exists (result)');
+SELECT has_function('jobq', 'complete_many', ARRAY['bigint[]', 'uuid[]', 'jsonb[]'], 'jobq.complete_many(bigint[], uuid[], jsonb[]) exists (results)');
 SELECT has_function('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'jobq.fail(bigint, text, uuid, timestamptz) exists');
 SELECT has_function('jobq', 'heartbeat', ARRAY['bigint', 'uuid', 'interval'], 'jobq.heartbeat(bigint, uuid, interval) exists');
 SELECT has_function('jobq', 'release', ARRAY['bigint', 'uuid'], 'jobq.release(bigint, uuid) exists');
@@ -126,13 +145,13 @@ SELECT has_function('jobq', 'retry', ARRAY['bigint'], 'jobq.retry(bigint) exists
 SELECT has_function('jobq', 'retry_dead', ARRAY['text'], 'jobq.retry_dead(text) exists');
 SELECT has_function('jobq', 'cancel', ARRAY['bigint'], 'jobq.cancel(bigint) exists');
 SELECT has_function('jobq', 'prune', ARRAY['integer'], 'jobq.prune(int) exists');
-SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval'], 'jobq.configure_queue(..., concurrency, rate_limit, rate_interval, timeout) exists');
+SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval', 'interval'], 'jobq.configure_queue(..., concurrency, rate_limit, rate_interval, timeout, result_retention) exists');
 SELECT has_function('jobq', 'reset_queue', ARRAY['text'], 'jobq.reset_queue(text) exists');
 SELECT has_function('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'jobq.schedule_maintenance(text, text) exists');
 SELECT has_function('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'jobq.unschedule_maintenance() exists');
 SELECT has_function('jobq', 'take', ARRAY['text', 'integer'], 'jobq.take(text, int) exists');
 SELECT has_function('jobq', 'hold', ARRAY['text', 'integer'], 'jobq.hold(text, int) exists');
-SELECT has_function('jobq', 'complete_held', ARRAY['bigint[]'], 'jobq.complete_held(bigint[]) exists');
+SELECT has_function('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'jobq.complete_held(bigint[], jsonb[]) exists (results)');
 SELECT has_function('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'jobq.fail_held(bigint, text, timestamptz) exists');
 SELECT has_function('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'jobq.snooze(bigint, uuid, timestamptz) exists');
 SELECT has_function('jobq', 'pause', ARRAY['text'], 'jobq.pause(text) exists');
@@ -140,14 +159,20 @@ SELECT has_function('jobq', 'resume', ARRAY['text'], 'jobq.resume(text) exists')
 SELECT has_function('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer', 'text'], 'jobq.every(name, schedule, queue, payload, priority, max_attempts, runner) exists');
 SELECT has_function('jobq', 'unschedule', ARRAY['text'], 'jobq.unschedule(text) exists');
 SELECT has_function('jobq', 'enqueue_periodic', ARRAY['text'], 'jobq.enqueue_periodic(text) exists');
+SELECT has_function('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer'],
+                    'jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, int, int) exists');
+SELECT has_function('jobq', 'result', ARRAY['bigint'], 'jobq.result(bigint) exists');
+SELECT has_function('jobq', 'status', ARRAY['bigint'], 'jobq.status(bigint) exists');
+SELECT has_function('jobq', 'parent_results', ARRAY['bigint'], 'jobq.parent_results(bigint) exists');
+SELECT has_function('jobq', 'watch', ARRAY['bigint'], 'jobq.watch(bigint) exists');
 
 SELECT function_returns('jobq', 'version', ARRAY[]::text[], 'text', 'version() returns text');
-SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'], 'bigint', 'enqueue() returns bigint');
-SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval'], 'setof bigint', 'enqueue_many() returns setof bigint');
+SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'bigint', 'enqueue() returns bigint');
+SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
 SELECT function_returns('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
-SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid'], 'boolean', 'complete() returns boolean');
-SELECT function_returns('jobq', 'complete_many', ARRAY['bigint[]', 'uuid[]'], 'integer', 'complete_many() returns integer');
+SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'boolean', 'complete() returns boolean');
+SELECT function_returns('jobq', 'complete_many', ARRAY['bigint[]', 'uuid[]', 'jsonb[]'], 'integer', 'complete_many() returns integer');
 SELECT function_returns('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'boolean', 'fail() returns boolean');
 SELECT function_returns('jobq', 'heartbeat', ARRAY['bigint', 'uuid', 'interval'], 'boolean', 'heartbeat() returns boolean');
 SELECT function_returns('jobq', 'release', ARRAY['bigint', 'uuid'], 'boolean', 'release() returns boolean');
@@ -157,13 +182,13 @@ SELECT function_returns('jobq', 'retry', ARRAY['bigint'], 'boolean', 'retry() re
 SELECT function_returns('jobq', 'retry_dead', ARRAY['text'], 'integer', 'retry_dead() returns integer');
 SELECT function_returns('jobq', 'cancel', ARRAY['bigint'], 'boolean', 'cancel() returns boolean');
 SELECT function_returns('jobq', 'prune', ARRAY['integer'], 'integer', 'prune() returns integer');
-SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval'], 'jobq._queue', 'configure_queue() returns the effective settings row');
+SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval', 'interval'], 'jobq._queue', 'configure_queue() returns the effective settings row');
 SELECT function_returns('jobq', 'reset_queue', ARRAY['text'], 'boolean', 'reset_queue() returns boolean');
 SELECT function_returns('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'setof record', 'schedule_maintenance() returns a table');
 SELECT function_returns('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'integer', 'unschedule_maintenance() returns integer');
 SELECT function_returns('jobq', 'take', ARRAY['text', 'integer'], 'setof jobq.job', 'take() returns setof jobq.job');
 SELECT function_returns('jobq', 'hold', ARRAY['text', 'integer'], 'setof jobq.job', 'hold() returns setof jobq.job');
-SELECT function_returns('jobq', 'complete_held', ARRAY['bigint[]'], 'integer', 'complete_held() returns integer');
+SELECT function_returns('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'integer', 'complete_held() returns integer');
 SELECT function_returns('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'boolean', 'fail_held() returns boolean');
 SELECT function_returns('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'boolean', 'snooze() returns boolean');
 SELECT function_returns('jobq', 'pause', ARRAY['text'], 'boolean', 'pause() returns boolean');
@@ -171,15 +196,23 @@ SELECT function_returns('jobq', 'resume', ARRAY['text'], 'boolean', 'resume() re
 SELECT function_returns('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer', 'text'], 'bigint', 'every() returns the pg_cron job id (bigint, NULL under the workers)');
 SELECT function_returns('jobq', 'unschedule', ARRAY['text'], 'boolean', 'unschedule() returns boolean');
 SELECT function_returns('jobq', 'enqueue_periodic', ARRAY['text'], 'bigint', 'enqueue_periodic() returns the job id');
+SELECT function_returns('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer'],
+                        'bigint', 'enqueue_callback() returns the callback job id');
+SELECT function_returns('jobq', 'result', ARRAY['bigint'], 'jsonb', 'result() returns jsonb');
+SELECT function_returns('jobq', 'status', ARRAY['bigint'], 'text', 'status() returns text');
+SELECT function_returns('jobq', 'parent_results', ARRAY['bigint'], 'setof record', 'parent_results() returns a table');
+SELECT function_returns('jobq', 'watch', ARRAY['bigint'], 'text', 'watch() returns the state (text)');
+SELECT is((SELECT pg_catalog.pg_get_function_result('jobq.parent_results(bigint)'::regprocedure)),
+          'TABLE(parent_id bigint, result jsonb)', 'parent_results() returns TABLE (parent_id bigint, result jsonb)');
 
 -- SECURITY DEFINER exactly where intended -----------------------------------
-SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'], 'enqueue() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'enqueue() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
-SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid'], 'complete() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'complete() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'version', ARRAY[]::text[], 'version() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'schedule_maintenance() is not SECURITY DEFINER (pg_cron jobs run as the caller)');
-SELECT isnt_definer('jobq', '_finish', ARRAY['bigint[]', 'uuid[]', 'text', 'text', 'boolean'], 'private _finish() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_finish', ARRAY['bigint[]', 'uuid[]', 'text', 'text', 'boolean', 'jsonb[]', 'bigint'], 'private _finish() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_lock_ready', ARRAY['text', 'integer'], 'private _lock_ready() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_fold_counters', ARRAY[]::text[], 'private _fold_counters() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_pick', ARRAY['text[]', 'integer', 'interval', 'timestamp with time zone'], 'private _pick() is not SECURITY DEFINER');
@@ -189,18 +222,26 @@ SELECT isnt_definer('jobq', 'unschedule', ARRAY['text'], 'unschedule() is not SE
 SELECT is_definer('jobq', 'enqueue_periodic', ARRAY['text'], 'enqueue_periodic() is SECURITY DEFINER (what the pg_cron job calls)');
 SELECT is_definer('jobq', 'take', ARRAY['text', 'integer'], 'take() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'hold', ARRAY['text', 'integer'], 'hold() is SECURITY DEFINER');
-SELECT is_definer('jobq', 'complete_held', ARRAY['bigint[]'], 'complete_held() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'complete_held() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'fail_held() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer'],
+                  'enqueue_callback() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'result', ARRAY['bigint'], 'result() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'status', ARRAY['bigint'], 'status() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'parent_results', ARRAY['bigint'], 'parent_results() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'watch', ARRAY['bigint'], 'watch() is SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_settle', ARRAY['bigint[]'], 'private _settle() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_finish_dependents', ARRAY['bigint[]'], 'private _finish_dependents() is not SECURITY DEFINER');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
     ARRAY[
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
         'jobq.claim(text,integer,text,interval)',
         'jobq.claim(text[],integer,text,interval)',
-        'jobq.complete(bigint,uuid)',
-        'jobq.complete_many(bigint[],uuid[])',
+        'jobq.complete(bigint,uuid,jsonb)',
+        'jobq.complete_many(bigint[],uuid[],jsonb[])',
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
         'jobq.heartbeat(bigint,uuid,interval)',
         'jobq.release(bigint,uuid)',
@@ -210,10 +251,10 @@ SELECT set_eq(
         'jobq.retry_dead(text)',
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
-        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)',
         'jobq.cancel_jobs(text,text,jsonb)',
         'jobq.discard_dead(text,interval)',
-        'jobq.complete(bigint,text)',
+        'jobq.complete(bigint,text,jsonb)',
         'jobq.fail(bigint,text,text,timestamp with time zone)',
         'jobq.heartbeat(bigint,text,interval)',
         'jobq.release(bigint,text)',
@@ -222,7 +263,7 @@ SELECT set_eq(
         'jobq.reset_queue(text)',
         'jobq.take(text,integer)',
         'jobq.hold(text,integer)',
-        'jobq.complete_held(bigint[])',
+        'jobq.complete_held(bigint[],jsonb[])',
         'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
         'jobq.pause(text)',
@@ -230,6 +271,11 @@ SELECT set_eq(
         'jobq.enqueue_periodic(text)',
         'jobq.run_now(bigint)',
         'jobq.metrics()',
+        'jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer)',
+        'jobq.result(bigint)',
+        'jobq.status(bigint)',
+        'jobq.parent_results(bigint)',
+        'jobq.watch(bigint)',
         'jobq._periodic_save(text,text,text,jsonb,integer,integer,text)',
         'jobq._periodic_delete(text)'
     ],
@@ -269,11 +315,11 @@ SELECT set_eq(
         'jobq.claim(text[],integer,text,interval)',
         'jobq.take(text,integer)',
         'jobq.hold(text,integer)',
-        'jobq.complete_held(bigint[])',
+        'jobq.complete_held(bigint[],jsonb[])',
         'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
-        'jobq.complete(bigint,uuid)',
-        'jobq.complete_many(bigint[],uuid[])',
+        'jobq.complete(bigint,uuid,jsonb)',
+        'jobq.complete_many(bigint[],uuid[],jsonb[])',
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
         'jobq.heartbeat(bigint,uuid,interval)',
         'jobq.release(bigint,uuid)',
@@ -299,7 +345,7 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._lock_ready(text,integer)',
-          'jobq._finish(bigint[],uuid[],text,text,boolean)'],
+          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)'],
     'the claim and finish path runs generic plans (planning once, not per call)');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
@@ -309,7 +355,7 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._lock_ready(text,integer)',
-          'jobq._finish(bigint[],uuid[],text,text,boolean)'],
+          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)'],
     'the generic plans of the claim and finish path are never JIT-compiled (their cost estimates would trigger it)');
 
 -- the hot table ---------------------------------------------------------------
@@ -339,7 +385,7 @@ SELECT col_not_null('jobq', '_job', 'parked', 'parked is NOT NULL');
 SELECT col_default_is('jobq', '_job', 'parked', 'false', 'a new job is not parked');
 SELECT throws_ok(
     $$INSERT INTO jobq._job (queue, payload, max_attempts, parked) VALUES ('q', '{}', 1, true)$$,
-    '23514', NULL, 'only a running job can be parked');
+    '23514', NULL, 'only a running or waiting job can be parked');
 SELECT index_is_unique('jobq', '_job', '_job_key_idx', 'one active job per (queue, job_key)');
 SELECT has_index('jobq', '_job', '_job_group_idx', ARRAY['queue', 'group_key', 'id'],
                  'serial-group index on (queue, group_key, id)');
@@ -359,7 +405,13 @@ SELECT throws_ok(
     '23514', NULL, 'the periodic table rejects a badly spelled name');
 SELECT throws_ok(
     $$INSERT INTO jobq._job (queue, payload, status, max_attempts) VALUES ('q', '{}', 'completed', 1)$$,
-    '23514', NULL, 'the live table only holds ready and running jobs');
+    '23514', NULL, 'the live table only holds waiting, ready and running jobs');
+SELECT lives_ok(
+    $$INSERT INTO jobq._job (queue, payload, status, max_attempts, parked) VALUES ('q', '{}', 'waiting', 1, true)$$,
+    'the live table holds waiting jobs, parked (off the claim index)');
+SELECT throws_ok(
+    $$INSERT INTO jobq._job (queue, payload, status, max_attempts) VALUES ('q', '{}', 'waiting', 1)$$,
+    '23514', NULL, 'a waiting job is always parked');
 SELECT throws_ok(
     $$INSERT INTO jobq._job (queue, payload, status, max_attempts) VALUES ('q', '{}', 'running', 1)$$,
     '23514', NULL, 'a running row must carry a lease token and expiry');

@@ -36,9 +36,10 @@ BEGIN
     END LOOP;
 END $$;
 SELECT set_eq($$SELECT fn::text FROM notifiers$$,
-              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)',
-                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)',
-                    'jobq._finish(bigint[],uuid[],text,text,boolean)',
+              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean)',
+                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
+                    'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
+                    'jobq._settle(bigint[])',
                     'jobq.fail(bigint,text,uuid,timestamp with time zone)',
                     'jobq.fail_held(bigint,text,timestamp with time zone)',
                     'jobq.release(bigint,uuid)',
@@ -48,7 +49,7 @@ SELECT set_eq($$SELECT fn::text FROM notifiers$$,
                     'jobq.retry_dead(text)',
                     'jobq.run_now(bigint)',
                     'jobq.resume(text)'],
-              'exactly these functions notify (enqueue and enqueue_periodic through _insert_job)');
+              'exactly these functions notify (enqueue and enqueue_periodic through _insert_job; _settle wakes released jobs'' queues; _finish also sends jobq_finished for watched jobs)');
 
 DO $$ BEGIN PERFORM jobq.enqueue('alpha', '{"secret": "do not broadcast"}'); END $$;
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls ORDER BY n$$,

@@ -1,7 +1,7 @@
 -- Least privilege: jobq_producer enqueues, jobq_worker works jobs,
 -- jobq_admin does everything, PUBLIC gets nothing.
 BEGIN;
-SELECT plan(75);
+SELECT plan(90);
 
 CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
 
@@ -9,21 +9,26 @@ CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
 CREATE TEMP TABLE api (sig text, producer boolean, worker boolean);
 INSERT INTO api VALUES
     ('jobq.version()', true, true),
-    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval)', true, false),
-    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval)', true, false),
+    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)', true, false),
+    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)', true, false),
+    ('jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer)', true, false),
+    ('jobq.status(bigint)', true, true),
+    ('jobq.result(bigint)', true, true),
+    ('jobq.parent_results(bigint)', true, true),
+    ('jobq.watch(bigint)', true, true),
     ('jobq.claim(text,integer,text,interval)', false, true),
     ('jobq.claim(text[],integer,text,interval)', false, true),
     ('jobq.take(text,integer)', false, true),
     ('jobq.hold(text,integer)', false, true),
-    ('jobq.complete_held(bigint[])', false, true),
+    ('jobq.complete_held(bigint[],jsonb[])', false, true),
     ('jobq.fail_held(bigint,text,timestamp with time zone)', false, true),
     ('jobq.snooze(bigint,uuid,timestamp with time zone)', false, true),
-    ('jobq.complete(bigint,uuid)', false, true),
-    ('jobq.complete_many(bigint[],uuid[])', false, true),
+    ('jobq.complete(bigint,uuid,jsonb)', false, true),
+    ('jobq.complete_many(bigint[],uuid[],jsonb[])', false, true),
     ('jobq.fail(bigint,text,uuid,timestamp with time zone)', false, true),
     ('jobq.heartbeat(bigint,uuid,interval)', false, true),
     ('jobq.release(bigint,uuid)', false, true),
-    ('jobq.complete(bigint,text)', false, true),
+    ('jobq.complete(bigint,text,jsonb)', false, true),
     ('jobq.fail(bigint,text,text,timestamp with time zone)', false, true),
     ('jobq.heartbeat(bigint,text,interval)', false, true),
     ('jobq.release(bigint,text)', false, true),
@@ -37,7 +42,7 @@ INSERT INTO api VALUES
     ('jobq.cancel_jobs(text,text,jsonb)', false, false),
     ('jobq.discard_dead(text,interval)', false, false),
     ('jobq.prune(integer)', false, true),
-    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval)', false, false),
+    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)', false, false),
     ('jobq.reset_queue(text)', false, false),
     ('jobq.pause(text)', false, false),
     ('jobq.resume(text)', false, false),
@@ -55,11 +60,11 @@ SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_producer', p.oid, 'EXECUTE')$$,
               $$SELECT sig FROM api WHERE producer$$,
-              'jobq_producer may execute exactly version, enqueue and enqueue_many');
+              'jobq_producer may execute exactly version, enqueue, enqueue_many, enqueue_callback, status, result, parent_results, watch');
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_worker', p.oid, 'EXECUTE')$$,
               $$SELECT sig FROM api WHERE worker$$,
-              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, prune, next_run_at, run_schedules, metrics');
+              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, prune, next_run_at, run_schedules, metrics, status, result, parent_results, watch');
 SELECT set_has($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                  WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_admin', p.oid, 'EXECUTE')$$,
                $$SELECT sig FROM api$$, 'jobq_admin may execute every public function');
@@ -73,13 +78,13 @@ SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 'producers and workers may execute no private helper');
 SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq_producer', ARRAY[]::text[],
                           'function_privs_are: jobq_producer has no privilege on claim(text, ...)');
-SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'],
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'],
                           'jobq_worker', ARRAY[]::text[], 'function_privs_are: jobq_worker has no privilege on enqueue');
 SELECT function_privs_are('jobq', 'take', ARRAY['text', 'integer'], 'jobq_worker', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_worker may execute take');
 SELECT function_privs_are('jobq', 'hold', ARRAY['text', 'integer'], 'jobq_worker', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_worker may execute hold');
-SELECT function_privs_are('jobq', 'complete_held', ARRAY['bigint[]'], 'jobq_producer', ARRAY[]::text[],
+SELECT function_privs_are('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'jobq_producer', ARRAY[]::text[],
                           'function_privs_are: jobq_producer has no privilege on complete_held');
 SELECT function_privs_are('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'public', ARRAY[]::text[],
                           'function_privs_are: PUBLIC has no privilege on fail_held');
@@ -87,6 +92,10 @@ SELECT function_privs_are('jobq', 'pause', ARRAY['text'], 'jobq_worker', ARRAY[]
                           'function_privs_are: jobq_worker has no privilege on pause');
 SELECT function_privs_are('jobq', 'enqueue_periodic', ARRAY['text'], 'jobq_producer', ARRAY[]::text[],
                           'function_privs_are: jobq_producer has no privilege on enqueue_periodic');
+SELECT function_privs_are('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer'],
+                          'jobq_worker', ARRAY[]::text[], 'function_privs_are: jobq_worker has no privilege on enqueue_callback');
+SELECT function_privs_are('jobq', 'result', ARRAY['bigint'], 'public', ARRAY[]::text[],
+                          'function_privs_are: PUBLIC has no privilege on result');
 
 -- tables, views, sequence, schema -------------------------------------------------------------
 SELECT is_empty($$SELECT r.role, c.oid::regclass::text FROM pg_catalog.pg_class AS c,
@@ -137,11 +146,32 @@ SELECT is(pg_temp.as_role('jobq_producer', $$SELECT current_user$$), 'jobq_produ
 SELECT is(current_user::text, session_user::text, 'and switches back');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[])$$), '2',
           'jobq_producer: enqueue_many works');
-SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.5.0', 'jobq_producer: version works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.6.0', 'jobq_producer: version works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('privg', ARRAY['{}', '{}']::jsonb[], group_key => 'g')$$), '2',
           'jobq_producer: enqueue_many with a group_key works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.enqueue('privg', '{}', group_key => 'g') IS NOT NULL$$), 'true',
           'jobq_producer: enqueue with a group_key works');
+-- 0.6.0: workflows for producers (queue privw, apart from the counts below)
+SELECT pg_temp.as_role('jobq_producer', $$SELECT jobq.enqueue('privw', '{}')$$) AS privw_parent \gset
+SELECT pg_temp.as_role('jobq_producer', format($$SELECT jobq.enqueue('privw', '{}', depends_on => ARRAY[%s])$$, :privw_parent))
+    AS privw_child \gset
+SELECT is(pg_temp.as_role('jobq_producer', format($$SELECT jobq.status(%s)$$, :privw_child)),
+          'waiting', 'jobq_producer: enqueue with depends_on and status work (the child waits)');
+SELECT is(pg_temp.as_role('jobq_producer', format($$SELECT count(*) FROM jobq.enqueue_many('privw', ARRAY['{}', '{}']::jsonb[], depends_on => ARRAY[%s])$$, :privw_parent)),
+          '2', 'jobq_producer: enqueue_many with depends_on works');
+SELECT pg_temp.as_role('jobq_producer', format($$SELECT jobq.enqueue_callback('privw', '{}', ARRAY[%s])$$, :privw_parent))
+    AS privw_callback \gset
+SELECT is((SELECT status FROM jobq._job WHERE id = :privw_callback), 'waiting', 'jobq_producer: enqueue_callback works');
+SELECT is(pg_temp.as_role('jobq_producer', format($$SELECT coalesce(jobq.result(%s)::text, 'none') || jobq.watch(%s)$$, :privw_parent, :privw_parent)),
+          'noneready', 'jobq_producer: result and watch work');
+SELECT is(pg_temp.as_role('jobq_producer', format($$SELECT count(*) FROM jobq.parent_results(%s)$$, :privw_child)),
+          '1', 'jobq_producer: parent_results works');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT jobq.complete(1, gen_random_uuid(), ''{}''::jsonb)')$$, '42501', NULL,
+                 'jobq_producer: complete with a result is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.job_dependencies')$$, '42501', NULL,
+                 'jobq_producer: reading jobq.job_dependencies is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq._job_dep')$$, '42501', NULL,
+                 'jobq_producer: reading jobq._job_dep is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.take(''priv'')')$$, '42501', NULL,
                  'jobq_producer: take is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_producer', 'SELECT count(*) FROM jobq.hold(''priv'')')$$, '42501', NULL,
@@ -185,6 +215,18 @@ SELECT is(pg_temp.as_role('jobq_worker',
               $$SELECT jobq.fail_held(h.id, 'x') FROM jobq.hold('privh', 1) AS h$$), 'true',
           'jobq_worker: hold and fail_held work');
 SELECT is((SELECT attempts FROM jobq._job WHERE queue = 'privh'), 1, 'the fail_held call as jobq_worker recorded the attempt');
+SELECT is(pg_temp.as_role('jobq_worker',
+              $$SELECT jobq.complete(c.id, c.lease_token, '{"r": 1}') FROM jobq.claim('privw', 1, 'w') AS c$$), 'true',
+          'jobq_worker: complete with a result works (the parent)');
+SELECT is(pg_temp.as_role('jobq_worker', format($$SELECT jobq.status(%s) || ' ' || jobq.result(%s)::text || ' ' || jobq.watch(%s + 1)$$,
+                                                :privw_parent, :privw_parent, :privw_parent)),
+          'completed {"r": 1} ready', 'jobq_worker: status, result and watch work (the child became ready)');
+SELECT is(pg_temp.as_role('jobq_worker', format($$SELECT r.result::text FROM jobq.parent_results(%s) AS r$$, :privw_child)),
+          '{"r": 1}', 'jobq_worker: parent_results works');
+SELECT throws_ok(format($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.enqueue_callback(''privw'', ''{}'', ARRAY[%s]::bigint[])')$$, :privw_parent),
+                 '42501', NULL, 'jobq_worker: enqueue_callback is denied');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT count(*) FROM jobq._job_wait')$$, '42501', NULL,
+                 'jobq_worker: reading jobq._job_wait is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT count(*) FROM jobq._counter')$$, '42501', NULL,
                  'jobq_worker: reading jobq._counter is denied');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_worker', 'SELECT jobq.resume(''priv'')')$$, '42501', NULL,

@@ -3,7 +3,7 @@
 -- heartbeat_at, the workers and throughput views, run_now, and the indexes
 -- that keep jobq.jobs paging on an index on both of its halves.
 BEGIN;
-SELECT plan(93);
+SELECT plan(94);
 
 CREATE FUNCTION pg_temp.as_role(p_role text, p_sql text) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -42,7 +42,7 @@ SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_worker', ARR
                           'function_privs_are: jobq_worker may not execute run_now()');
 SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_admin', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_admin may execute run_now()');
-SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval'],
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'],
                           'jobq_viewer', ARRAY[]::text[], 'function_privs_are: jobq_viewer may not execute enqueue()');
 SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq_viewer', ARRAY[]::text[],
                           'function_privs_are: jobq_viewer may not execute claim()');
@@ -55,12 +55,12 @@ SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
               ARRAY['jobq.version()', 'jobq.metrics()'],
               'jobq_viewer may execute exactly version() and metrics() (no private helper)');
 SELECT table_privs_are('jobq', v, 'jobq_viewer', ARRAY['SELECT'], format('table_privs_are: jobq_viewer may read jobq.%s', v))
-FROM unnest(ARRAY['stats', 'jobs', 'queues', 'schedules', 'workers', 'throughput', 'job_errors']) AS v;
+FROM unnest(ARRAY['stats', 'jobs', 'queues', 'schedules', 'workers', 'throughput', 'job_errors', 'job_dependencies']) AS v;
 SELECT set_eq($$SELECT c.relname::text FROM pg_catalog.pg_class AS c
                 WHERE c.relnamespace = 'jobq'::regnamespace
                   AND has_table_privilege('jobq_viewer', c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER')$$,
-              ARRAY['stats', 'jobs', 'queues', 'schedules', 'workers', 'throughput', 'job_errors'],
-              'jobq_viewer has a privilege on exactly the seven public views (no private table or view)');
+              ARRAY['stats', 'jobs', 'queues', 'schedules', 'workers', 'throughput', 'job_errors', 'job_dependencies'],
+              'jobq_viewer has a privilege on exactly the eight public views incl. job_dependencies (no private table or view)');
 SELECT table_privs_are('jobq', '_job', 'jobq_viewer', ARRAY[]::text[], 'table_privs_are: jobq_viewer has nothing on jobq._job');
 SELECT table_privs_are('jobq', '_job_error', 'jobq_viewer', ARRAY[]::text[],
                        'table_privs_are: jobq_viewer has nothing on jobq._job_error');
@@ -93,6 +93,7 @@ SELECT results_eq(
              ('jobq_jobs', '{"queue": "mq", "state": "ready"}', 0),
              ('jobq_jobs', '{"queue": "mq", "state": "running"}', 0),
              ('jobq_jobs', '{"queue": "mq", "state": "scheduled"}', 1),
+             ('jobq_jobs', '{"queue": "mq", "state": "waiting"}', 0),
              ('jobq_oldest_ready_age_seconds', '{"queue": "mq"}', 0)$$,
     'metrics(): the counts and totals of a queue, in (name, labels) order');
 SELECT is((SELECT value FROM jobq.metrics() WHERE name = 'jobq_oldest_ready_age_seconds' AND labels = '{"queue": "mq"}'),
@@ -109,6 +110,7 @@ SELECT results_eq(
              ('jobq_jobs', '{"queue": "mempty", "state": "ready"}', 0),
              ('jobq_jobs', '{"queue": "mempty", "state": "running"}', 0),
              ('jobq_jobs', '{"queue": "mempty", "state": "scheduled"}', 0),
+             ('jobq_jobs', '{"queue": "mempty", "state": "waiting"}', 0),
              ('jobq_oldest_ready_age_seconds', '{"queue": "mempty"}', 0)$$,
     'metrics(): a configured queue without jobs has every row, zeros included');
 SELECT is((SELECT array_agg(name || labels::text) FROM jobq.metrics()),
@@ -204,8 +206,9 @@ SELECT results_eq($$SELECT w.last_heartbeat_at, w.oldest_started_at, w.next_leas
 SELECT ok(jobq.release(c.id, c.lease_token), 'setup: release the heart-beaten job') FROM wc AS c WHERE c.queue = 'wr';
 SELECT is((SELECT heartbeat_at FROM jobq.jobs WHERE queue = 'wr'), NULL, 'a job no longer running has no heartbeat_at');
 SELECT is((SELECT jobs FROM jobq.workers WHERE worker = 'w-one'), 3::bigint, 'jobq.workers counts running jobs only');
-SELECT is((SELECT attname::text FROM pg_catalog.pg_attribute WHERE attrelid = 'jobq.jobs'::regclass AND attnum > 0
-           ORDER BY attnum DESC LIMIT 1), 'heartbeat_at', 'heartbeat_at is the last column of jobq.jobs');
+SELECT is(ARRAY(SELECT attname::text FROM pg_catalog.pg_attribute WHERE attrelid = 'jobq.jobs'::regclass AND attnum > 0
+                ORDER BY attnum DESC LIMIT 3), ARRAY['cancelled_by', 'result', 'heartbeat_at'],
+          'heartbeat_at is the last column of jobq.jobs before 0.6.0''s result and cancelled_by');
 SELECT is_empty($$SELECT i.indexrelid::regclass::text FROM pg_catalog.pg_index AS i
                   WHERE i.indrelid = 'jobq._job'::regclass
                     AND (SELECT attnum FROM pg_catalog.pg_attribute WHERE attrelid = 'jobq._job'::regclass AND attname = 'heartbeat_at')
