@@ -86,7 +86,8 @@ class JobqError(Exception):
 class InvalidArgument(JobqError, ValueError):
     """JQ017: an argument is NULL or not one of its allowed values: ``fail`` or
     ``fail_held`` with a NULL error, a ``cancel_jobs`` status, an ``every``
-    runner, a ``payload_contains`` that is not a JSON object (jobq 0.4).
+    runner, a ``payload_contains`` that is not a JSON object (jobq 0.4), an
+    ``on_parent_failure`` other than 'cancel' or 'run' (jobq 0.6).
 
     Also the base of every error about a bad argument (JQ001-JQ012, JQ016),
     so all of them are ValueErrors too: ``except pyqueue.InvalidArgument``
@@ -113,7 +114,8 @@ class InvalidPayload(InvalidArgument):
 
 
 class PayloadTooLarge(InvalidArgument):
-    """JQ003: a payload is over its queue's ``max_payload_bytes``."""
+    """JQ003: a payload, or a job's result (jobq 0.6), is over its queue's
+    ``max_payload_bytes``."""
 
     SQLSTATE = "JQ003"
 
@@ -161,7 +163,8 @@ class InvalidJobKey(InvalidArgument):
 
 class MissingLease(InvalidArgument):
     """JQ010: a job id or lease token is NULL, or a lease token is not a UUID;
-    or ``ids`` and ``lease_tokens`` differ in length or hold NULLs."""
+    or ``ids`` and ``lease_tokens`` (or ``results``) differ in length or hold
+    NULLs."""
 
     SQLSTATE = "JQ010"
 
@@ -214,10 +217,10 @@ class InvalidDependency(InvalidArgument):
 
 
 class UnknownJob(JobqError):
-    """JQ019: a job id jobq never issued, or has forgotten (finished and
-    pruned), where a known job is required: a ``depends_on`` parent, a
-    callback member, ``result``, ``status``, ``parent_results`` or ``watch``
-    (jobq 0.6)."""
+    """JQ019: a job id jobq does not know where a known job is required: one it
+    never issued (a ``depends_on`` parent, a callback member), or, for
+    ``result``, ``status``, ``parent_results`` and ``watch``, also one it has
+    forgotten (finished without history, or pruned) (jobq 0.6)."""
 
     SQLSTATE = "JQ019"
 
