@@ -28,10 +28,10 @@ from tests.conftest import proc_dsn
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
-SECTIONS = {"meta", "drain", "enqueue", "pickup_latency", "single_connection", "scaling", "soak", "profile",
-            "targets"}
-HEADINGS = ("Drain", "long leases ahead", "Enqueue", "Pickup latency", "One connection alone", "Scaling",
-            "Soak", "Profile", "Goals (issue 11")
+SECTIONS = {"meta", "drain", "enqueue", "pickup_latency", "single_connection", "workflows", "scaling", "soak",
+            "profile", "targets"}
+HEADINGS = ("Drain", "long leases ahead", "Enqueue", "Pickup latency", "One connection alone", "Workflows",
+            "Scaling", "Soak", "Profile", "Goals (issue 11")
 DRAIN_JOBS = 600
 WORKERS = ("4", "16")  # the worker counts issue 11's drain goals name
 SMALLEST = [  # every section, with as little work as still measures something
@@ -147,6 +147,17 @@ def test_every_goal_of_issue_11_is_judged(report: tuple[dict[str, Any], Path, st
         assert target["met"] is met, (name, target)
         assert target["label"] in printed
     assert "issue 6" not in printed
+
+
+def test_workflows_batch_drain_next_to_the_plain_one(report: tuple[dict[str, Any], Path, str]) -> None:
+    workflows = report[0]["workflows"]
+    assert (workflows["jobs"], workflows["workers"]) == (DRAIN_JOBS, 16)
+    plain, batch = workflows["plain"]["jobs_per_s"], workflows["batch_with_callback"]["jobs_per_s"]
+    assert positive(plain) and positive(batch)
+    assert workflows["batch_vs_plain"] == pytest.approx(batch / plain, abs=0.01)
+    fan_in = workflows["fan_in"]
+    assert fan_in["members"] == 10_000  # --quick
+    assert positive(fan_in["enqueue_callback_ms"]) and positive(fan_in["release_ms"])
 
 
 def test_latency_percentiles_are_ordered(report: tuple[dict[str, Any], Path, str]) -> None:

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pyqueue.bench.workflows import workflow_table
+
 ROW_LABELS = {  # drain rows as printed
     "floor": "floor: DELETE … SKIP LOCKED LIMIT n",
     "pgmq": "pgmq-style: UPDATE vt (visibility), then DELETE",
@@ -213,8 +215,8 @@ def targets_table(results: dict[str, Any]) -> str:
 def format_results(results: dict[str, Any]) -> str:
     """The readable report printed on stdout."""
     parts = [headline(results), drain_table(results), enqueue_table(results), latency_table(results),
-             single_table(results), scaling_table(results), soak_table(results), profile_table(results),
-             targets_table(results)]
+             single_table(results), workflow_table(results), scaling_table(results), soak_table(results),
+             profile_table(results), targets_table(results)]
     problems = results["meta"].get("cleanup_problems")
     if problems:
         parts.append("Cleanup: " + "; ".join(problems))

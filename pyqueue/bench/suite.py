@@ -19,7 +19,11 @@ run (the goals of issue 11, "the fast path"):
    ``SELECT … FOR UPDATE`` claim, and the naive claim with SKIP LOCKED;
 6. soak (``--soak MINUTES``): steady load at 80 % of the best pyqueue
    drain, with throughput, backlog, dead tuples and index size over time;
-7. the server's version and settings, the CPU count and the sizes used,
+7. workflows (issue 15): the pyqueue drain at the largest W with every
+   job a member of one batch with a callback, against the same drain plain
+   (the issue asks for at least 0.8 of it), and the time to enqueue and to
+   release a callback over 100,000 members;
+8. the server's version and settings, the CPU count and the sizes used,
    and a profile: each statement timed alone, the server time of each jobq
    function, and the plan jobq.claim uses.
 
@@ -51,7 +55,7 @@ from typing import Any
 import psycopg
 
 from pyqueue import schema
-from pyqueue.bench import chart, drains, profiling, report, sql_loops, throughput, worker_loops
+from pyqueue.bench import chart, drains, profiling, report, sql_loops, throughput, worker_loops, workflows
 from pyqueue.bench.config import QUICK, Config
 from pyqueue.bench.harness import BenchError, progress
 from pyqueue.bench.throughput import STATISTICS
@@ -309,6 +313,7 @@ def run_benchmark(dsn: str, config: Config, *, mode: str, local_settings: dict[s
             results["enqueue"] = throughput.enqueue_section(dsn, conn, config)
             results["pickup_latency"] = worker_loops.latency_section(dsn, conn, config)
             results["single_connection"] = drains.single_section(dsn, conn, config)
+            results["workflows"] = workflows.workflow_section(dsn, conn, config)
             drained = results["drain"]["workers"]
             drain_rate = max(row["jobq_sql"]["jobs_per_s"] for row in drained.values())
             results["scaling"] = throughput.scaling_section(dsn, conn, config, drain_rate)
