@@ -33,7 +33,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from tests.chaos_fleet import ProgramProcess
-from tests.chaos_support import elapsed, report, rng
+from tests.chaos_support import elapsed, report, rng, scaled
 from tests.worker_support import InThread, scalar, wait_until
 from tests.workflow_programs import RUNS_DDL
 
@@ -42,7 +42,7 @@ Conn = psycopg.Connection[Any]
 # --- the diamond graph ---------------------------------------------------------------
 
 GRAPH_QUEUE = "wf"
-GRAPH_JOBS = 1000
+GRAPH_JOBS = scaled(1000)  # times JOBQ_CHAOS_SCALE (make chaos)
 GRAPH_LAYERS = 10
 GRAPH_WORKERS = 8  # worker processes
 GRAPH_OPTIONS = ("--queue", GRAPH_QUEUE, "--concurrency", "2", "--batch-size", "4",
@@ -269,7 +269,7 @@ def test_diamond_graph_with_failures_and_a_killed_worker(dsn: str, conn: Conn, t
 
         wait_drained(conn, "the second drain")
         final = job_states(conn)
-        assert Counter(s.status for s in final.values()) == Counter({"completed": GRAPH_JOBS})
+        assert Counter(s.status for s in final.values()) == Counter({"completed": len(nodes)})
         second_runs = runs_by_job(conn, boundary)
         assert set(second_runs) == set(dead) | set(cancelled), "the second drain ran jobs not retried"
         # jobq.retry runs a dead job now, without waiting again for parents that
@@ -283,7 +283,7 @@ def test_diamond_graph_with_failures_and_a_killed_worker(dsn: str, conn: Conn, t
         for worker in workers:
             worker.kill()
     report("diamond_graph", {
-        "seed": seed, "jobs": GRAPH_JOBS, "workers": GRAPH_WORKERS, "killed_pid": sorted(killed),
+        "seed": seed, "jobs": len(nodes), "workers": GRAPH_WORKERS, "killed_pid": sorted(killed),
         "first_drain_s": first_drain, "ran_in_order_checked": checked, "dead": len(dead),
         "cancelled_by_cascade": len(cancelled), "waiting_after_retry": restored,
         "run_children_of_failed_parents": seen["run_after_failed_parent"],
@@ -408,7 +408,8 @@ def test_batch_of_100000_members_has_one_callback(dsn: str, conn: Conn, tmp_path
 
 PARENT_QUEUE = "wf-parents"
 CHILD_QUEUE = "wf-children"
-RACE_PARENTS = 600
+RACE_PARENTS = scaled(600)
+RACE_CHILDREN = scaled(4000)  # the producers stop after about this many children
 RACE_CONSUMERS = 4
 RACE_PRODUCERS = 8
 PARENT_DIES = 0.25  # parents that fail into dead (max_attempts 1)
@@ -466,7 +467,7 @@ def enqueue_children(dsn: str, log: RaceLog, every_parent: list[int], seed: int,
     now (or of any parent), with a pause before the commit."""
     rand = random.Random(seed)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        while not stop.is_set():
+        while not stop.is_set() and len(log.children) < RACE_CHILDREN:
             with log.lock:
                 pool = list(log.in_hand) if log.in_hand and rand.random() < 0.8 else []
             if not pool:
