@@ -231,7 +231,7 @@ SELECT is_definer('jobq', 'status', ARRAY['bigint'], 'status() is SECURITY DEFIN
 SELECT is_definer('jobq', 'parent_results', ARRAY['bigint'], 'parent_results() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'watch', ARRAY['bigint'], 'watch() is SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_settle', ARRAY['bigint[]'], 'private _settle() is not SECURITY DEFINER');
-SELECT isnt_definer('jobq', '_finish_dependents', ARRAY['bigint[]'], 'private _finish_dependents() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_finish_dependents', ARRAY['bigint[]', 'text'], 'private _finish_dependents() is not SECURITY DEFINER');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
@@ -345,7 +345,8 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._lock_ready(text,integer)',
-          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)'],
+          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
+          'jobq._finish_dependents(bigint[],text)'],
     'the claim and finish path runs generic plans (planning once, not per call)');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
@@ -355,7 +356,8 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._lock_ready(text,integer)',
-          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)'],
+          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
+          'jobq._finish_dependents(bigint[],text)'],
     'the generic plans of the claim and finish path are never JIT-compiled (their cost estimates would trigger it)');
 
 -- the hot table ---------------------------------------------------------------

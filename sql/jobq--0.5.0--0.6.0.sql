@@ -94,10 +94,11 @@ CREATE INDEX _job_dep_child_idx ON jobq._job_dep (child_id, parent_id);
 -- The gate of each waiting job: how many of its parents are still live, and
 -- how the finished ones ended. Finishing a parent updates its children's
 -- gates (row-locked in id order); the update that brings parents_left to 0
--- releases the job in that transaction. A waiting job always has a gate;
--- the gate goes when the job is released. A job cancelled while waiting
--- keeps it (with its on_parent_failure) until it is retried (it then waits
--- again) or pruned.
+-- releases the job in that transaction. Every job enqueued with parents
+-- has one, from its enqueue until it leaves jobq with its edges (finished
+-- without history, pruned or discarded): a retry of the job, once it was
+-- released or cancelled, goes through its gate again (recounted), so it
+-- never runs before its parents completed.
 CREATE TABLE jobq._job_wait (
     job_id             bigint PRIMARY KEY,
     parents_left       integer NOT NULL,
@@ -322,16 +323,17 @@ BEGIN
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
     -- workers. A job that leaves no history takes its error history
     -- (jobq._job_error) with it; only a job that failed before (last_error
-    -- set) has any. p_results (paired with p_ids): what completed jobs
+    -- set) has any. Rows go in id order (as jobq._lock_parents locks
+    -- parents: no deadlock with an enqueue of their children). p_results
+    -- (paired with p_ids): what completed jobs
     -- report; a job with a result is kept for at least its queue's
     -- result_retention. A job others depend on (has_children) updates their
     -- gates (jobq._finish_dependents); a job that depended on others and
     -- leaves no history takes its edges along. p_cause: the root ancestor of
     -- a cascade cancelling these jobs (recorded as cancelled_by; the caller,
     -- jobq._finish_dependents, then handles their dependents itself). A
-    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A
-    -- waiting job (only cancelling ends one) keeps its gate in history, so a
-    -- retry makes it wait again.
+    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A job
+    -- kept in history keeps its gate, so a retry goes through it again.
     -- Returns the ids that left the live table.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
@@ -345,7 +347,7 @@ BEGIN
         -- The common case, lean: no history to write, so the rows are not copied.
         WITH gone AS (
             DELETE FROM jobq._job AS j
-            USING unnest(p_ids, p_lease_tokens) AS f(id, lease_token)
+            USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens) AS u(id, lease_token) ORDER BY u.id) AS f
             WHERE j.id = f.id
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
@@ -371,8 +373,9 @@ BEGIN
             DELETE FROM jobq._job_error AS e WHERE e.job_id = ANY (v_erred);
         END IF;
         IF v_children IS NOT NULL THEN
-            -- Jobs that depended on others, gone without history: so are their edges.
+            -- Jobs that depended on others, gone without history: so are their edges and gates.
             DELETE FROM jobq._job_dep AS d WHERE d.child_id = ANY (v_children);
+            DELETE FROM jobq._job_wait AS w WHERE w.job_id = ANY (v_children);
         END IF;
         IF v_keys IS NOT NULL THEN
             -- A separate statement, so that finishing jobs without keys (the
@@ -388,7 +391,8 @@ BEGIN
     ELSE
         WITH gone AS (
             DELETE FROM jobq._job AS j
-            USING unnest(p_ids, p_lease_tokens, p_results) AS f(id, lease_token, result)
+            USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens, p_results) AS u(id, lease_token, result)
+                   ORDER BY u.id) AS f
             WHERE j.id = f.id
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
@@ -421,11 +425,17 @@ BEGIN
             WHERE e.job_id = g.id AND g.last_error IS NOT NULL
               AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
         ), unlinked AS (
-            -- ... and their edges, when they depended on others.
+            -- ... and their edges and gates, when they depended on others.
             DELETE FROM jobq._job_dep AS d
             USING gone AS g
             JOIN settings AS s ON s.queue = g.queue
             WHERE d.child_id = g.id AND g.has_parents
+              AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+        ), ungated AS (
+            DELETE FROM jobq._job_wait AS w
+            USING gone AS g
+            JOIN settings AS s ON s.queue = g.queue
+            WHERE w.job_id = g.id AND g.has_parents
               AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
         ), keyed AS (
             INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
@@ -452,7 +462,7 @@ BEGIN
         PERFORM pg_notify('jobq_finished', w.id::text) FROM unnest(v_watched) AS w(id);
     END IF;
     IF v_parents IS NOT NULL AND p_cause IS NULL THEN
-        PERFORM jobq._finish_dependents(v_parents);
+        PERFORM jobq._finish_dependents(v_parents, p_status);
     END IF;
     IF cardinality(v_wake) > 0 THEN
         PERFORM pg_notify('jobq', w.queue) FROM (SELECT DISTINCT u.queue FROM unnest(v_wake) AS u(queue)) AS w;
@@ -531,12 +541,14 @@ DECLARE
     v_unknown bigint;
 BEGIN
     -- Before jobs are linked to p_parents (validated by
-    -- _check_dependencies): raise JQ019 for an id jobq never issued; mark the
-    -- live parents has_children and lock them (FOR KEY SHARE) until this
-    -- transaction ends. A parent cannot then finish unseen: its finishing
+    -- _check_dependencies): raise JQ019 for an id jobq never issued; lock
+    -- the live parents (FOR KEY SHARE) until this transaction ends and mark
+    -- them has_children. A parent cannot then finish unseen: its finishing
     -- DELETE waits for this transaction and then sees the new edges, and one
     -- that finished before shows in a later statement here. Claims and
     -- heartbeats of those parents are not blocked (they change no key).
+    -- Both passes go in id order, as jobq._finish deletes, so an enqueue
+    -- and a completion of the same parents cannot deadlock.
     SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO v_last FROM jobq._job_id_seq AS s;
     SELECT u.id INTO v_unknown
     FROM unnest(p_parents) AS u(id)
@@ -546,9 +558,12 @@ BEGIN
         RAISE EXCEPTION 'jobq: % names job %, which does not exist', p_arg, v_unknown
             USING ERRCODE = 'JQ019', HINT = 'Pass ids that jobq.enqueue() returned.';
     END IF;
-    UPDATE jobq._job AS j SET has_children = true
-    WHERE j.id = ANY (p_parents) AND NOT j.has_children;
     PERFORM FROM jobq._job AS j WHERE j.id = ANY (p_parents) ORDER BY j.id FOR KEY SHARE OF j;
+    UPDATE jobq._job AS j SET has_children = true
+    WHERE j.id IN (SELECT u.id FROM jobq._job AS u
+                   WHERE u.id = ANY (p_parents) AND NOT u.has_children
+                   ORDER BY u.id
+                   FOR NO KEY UPDATE OF u);
 END
 $$;
 COMMENT ON FUNCTION jobq._lock_parents(bigint[], text) IS
@@ -605,8 +620,10 @@ BEGIN
     -- cancelled parent, recording the root of it (the parent, or the root
     -- that cancelled the parent); release those with no parent left: ready
     -- (scheduled when their own run_at is later), a batch callback with its
-    -- members' counts in its payload, and their queues woken. Returns the
-    -- ids cancelled here: their own dependents are the caller's next step.
+    -- members' counts in its payload, and their queues woken. A released job
+    -- keeps its gate (its on_parent_failure): a retry after it ran goes
+    -- through it again. Returns the ids cancelled here: their own
+    -- dependents are the caller's next step.
     FOR v_cause IN
         SELECT c.cause, array_agg(c.job_id ORDER BY c.job_id) AS ids
         FROM (SELECT w.job_id, min(coalesce(a.cancelled_by, a.id)) AS cause
@@ -635,8 +652,6 @@ BEGIN
         WHERE w.job_id = j.id AND j.id = ANY (p_children) AND j.status = 'waiting'
           AND w.parents_left = 0 AND (w.on_parent_failure = 'run' OR w.dead + w.cancelled = 0)
         RETURNING j.id, j.queue
-    ), ungated AS (
-        DELETE FROM jobq._job_wait AS w USING released AS r WHERE w.job_id = r.id
     )
     SELECT array_agg(DISTINCT r.queue) INTO v_queues FROM released AS r;
     PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
@@ -646,56 +661,62 @@ $$;
 COMMENT ON FUNCTION jobq._settle(bigint[]) IS
     'Cancels waiting jobs whose parent failed (on_parent_failure cancel) and releases those with no parent left; returns the cancelled ids.';
 
-CREATE FUNCTION jobq._finish_dependents(p_parents bigint[]) RETURNS void
+CREATE FUNCTION jobq._finish_dependents(p_parents bigint[], p_status text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
 AS $$
 DECLARE
     v_frontier bigint[] := p_parents;
-    v_children bigint[];
+    v_status text := p_status;
+    v_gates record;
 BEGIN
-    -- Jobs p_parents just left the live table (completed, dead or
-    -- cancelled): count each in the gates of its waiting children, then
-    -- cancel or release those children (jobq._settle). Cancelled children
-    -- are the next round's parents, so a cascade goes down the whole graph
-    -- in a loop, not in recursion. Gates are locked in id order; one row per
-    -- waiting child, whatever its number of parents (the gates jobs cancelled
-    -- while waiting keep are left as they are: a retry recounts them).
+    -- Jobs p_parents just left the live table as p_status (completed, dead
+    -- or cancelled): count them in the gates of their waiting children,
+    -- then cancel or release the children whose gate says so (jobq._settle).
+    -- Cancelled children are the next round's parents, so a cascade goes
+    -- down the whole graph in a loop, not in recursion. A gate is one row
+    -- per waiting child, whatever its number of parents: it is locked (in
+    -- id order) by the one statement that updates it, as late as possible,
+    -- so that a wide fan-in's completions hold it only for their commit.
+    -- The gates jobs cancelled while waiting keep are left as they are (a
+    -- retry recounts them).
     WHILE cardinality(v_frontier) > 0 LOOP
-        v_children := ARRAY(
-            SELECT w.job_id FROM jobq._job_wait AS w
-            WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d
-                               JOIN jobq._job AS c ON c.id = d.child_id AND c.status = 'waiting'
-                               WHERE d.parent_id = ANY (v_frontier))
-            ORDER BY w.job_id
-            FOR UPDATE OF w);
-        EXIT WHEN cardinality(v_children) = 0;
-        WITH outcome AS (
-            SELECT d.child_id, coalesce(a.status, 'completed') AS status
+        WITH counted AS (
+            SELECT d.child_id, count(*)::integer AS n
             FROM jobq._job_dep AS d
-            LEFT JOIN jobq._job_archive AS a ON a.id = d.parent_id
-            WHERE d.parent_id = ANY (v_frontier) AND d.child_id = ANY (v_children)
-        ), counted AS (
-            SELECT o.child_id,
-                   count(*) FILTER (WHERE o.status = 'completed') AS completed,
-                   count(*) FILTER (WHERE o.status = 'dead') AS dead,
-                   count(*) FILTER (WHERE o.status = 'cancelled') AS cancelled
-            FROM outcome AS o
-            GROUP BY o.child_id
+            WHERE d.parent_id = ANY (v_frontier)
+            GROUP BY d.child_id
+        ), locked AS MATERIALIZED (
+            SELECT w.job_id, c.n
+            FROM counted AS c
+            JOIN jobq._job_wait AS w ON w.job_id = c.child_id
+            JOIN jobq._job AS j ON j.id = c.child_id AND j.status = 'waiting'
+            ORDER BY w.job_id
+            FOR UPDATE OF w
+        ), updated AS (
+            UPDATE jobq._job_wait AS w
+            SET parents_left = w.parents_left - l.n,
+                completed = w.completed + CASE WHEN v_status = 'completed' THEN l.n ELSE 0 END,
+                dead = w.dead + CASE WHEN v_status = 'dead' THEN l.n ELSE 0 END,
+                cancelled = w.cancelled + CASE WHEN v_status = 'cancelled' THEN l.n ELSE 0 END
+            FROM locked AS l
+            WHERE w.job_id = l.job_id
+            RETURNING w.job_id, w.parents_left = 0 OR (w.on_parent_failure = 'cancel' AND w.dead + w.cancelled > 0)
+                                AS settles
         )
-        UPDATE jobq._job_wait AS w
-        SET parents_left = w.parents_left - c.completed - c.dead - c.cancelled,
-            completed = w.completed + c.completed,
-            dead = w.dead + c.dead,
-            cancelled = w.cancelled + c.cancelled
-        FROM counted AS c
-        WHERE w.job_id = c.child_id;
-        v_frontier := jobq._settle(v_children);
+        SELECT coalesce(array_agg(u.job_id ORDER BY u.job_id) FILTER (WHERE u.settles), '{}') AS ids
+        INTO v_gates
+        FROM updated AS u;
+        EXIT WHEN cardinality(v_gates.ids) = 0;
+        v_frontier := jobq._settle(v_gates.ids);
+        v_status := 'cancelled';
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION jobq._finish_dependents(bigint[]) IS
-    'Counts finished parents in their waiting children''s gates, then cancels or releases those children, down the graph.';
+COMMENT ON FUNCTION jobq._finish_dependents(bigint[], text) IS
+    'Counts parents that just finished (as p_status) in their waiting children''s gates, then cancels or releases those children, down the graph.';
 
 CREATE FUNCTION jobq._attach(p_children bigint[], p_parents bigint[], p_on_parent_failure text, p_report boolean)
 RETURNS void
@@ -799,7 +820,7 @@ BEGIN
     PERFORM jobq._gate_recount(v_gates);
     v_cancelled := jobq._settle(v_gates);
     IF cardinality(v_cancelled) > 0 THEN
-        PERFORM jobq._finish_dependents(v_cancelled);
+        PERFORM jobq._finish_dependents(v_cancelled, 'cancelled');
     END IF;
     RETURN cardinality(v_moved);
 END
@@ -1271,11 +1292,11 @@ DECLARE
 BEGIN
     -- Run a job again now: a dead or cancelled job comes back with a fresh
     -- attempt budget, and the descendants its failure cancelled wait for it
-    -- again; a scheduled or backing-off job runs now. A job cancelled while
-    -- it waited for parents waits for them again (and is cancelled again at
-    -- once, returning false, when one of them is dead or cancelled and its
-    -- on_parent_failure is 'cancel': retry that one). False for waiting,
-    -- running, completed and unknown jobs.
+    -- again; a scheduled or backing-off job runs now. A job with parents
+    -- goes through its gate again: ready when they have completed, waiting
+    -- for those live again, or cancelled again at once (returning false)
+    -- when one is dead or cancelled and its on_parent_failure is 'cancel':
+    -- retry that one. False for waiting, running, completed and unknown jobs.
     IF retry.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
@@ -1340,11 +1361,13 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_moved bigint[];
+    v_gated bigint[];
     v_count integer;
     v_parent bigint;
 BEGIN
-    -- Bring every dead job of a queue back with a fresh attempt budget, and
-    -- the descendants their deaths cancelled back to waiting. Jobs whose
+    -- Bring every dead job of a queue back with a fresh attempt budget (one
+    -- with parents through its gate again, as jobq.retry does), and the
+    -- descendants their deaths cancelled back to waiting. Jobs whose
     -- job_key is held by an active job stay dead (see NOTICE).
     PERFORM jobq._check_queue(retry_dead.queue, 'queue');
     WITH dead AS (
@@ -1354,27 +1377,38 @@ BEGIN
         FOR UPDATE SKIP LOCKED
     ), moved AS (
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
-                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents)
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
+                               status, parked)
         SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
                d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
-               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id)
+               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL
         FROM dead AS d
+        LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
         ORDER BY d.id
         ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
-        RETURNING id, has_children
+        RETURNING id, has_children, status
     ), removed AS (
         DELETE FROM jobq._job_archive AS a USING moved AS m WHERE a.id = m.id
-        RETURNING a.id, m.has_children
+        RETURNING a.id, m.has_children, m.status
     )
     SELECT coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.has_children), '{}'),
+           coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.status = 'waiting'), '{}'),
            count(*)
-    INTO v_moved, v_count
+    INTO v_moved, v_gated, v_count
     FROM removed AS r;
     IF v_count > 0 THEN
         PERFORM pg_notify('jobq', retry_dead.queue);
     END IF;
+    IF cardinality(v_gated) > 0 THEN
+        -- Jobs with parents go through their gates again (all of them
+        -- dead, so their parents finished: mostly released at once).
+        PERFORM jobq._gate_recount(v_gated);
+        PERFORM jobq._finish_dependents(jobq._settle(v_gated), 'cancelled');
+    END IF;
     FOREACH v_parent IN ARRAY v_moved LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = v_parent);
         PERFORM jobq._restore_descendants(v_parent);
     END LOOP;
     IF EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.queue = retry_dead.queue AND a.status = 'dead') THEN
@@ -1472,6 +1506,8 @@ BEGIN
         DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id
     ), unlinked AS (
         DELETE FROM jobq._job_dep AS d USING gone AS g WHERE d.child_id = g.id
+    ), ungated AS (
+        DELETE FROM jobq._job_wait AS w USING gone AS g WHERE w.job_id = g.id
     )
     SELECT count(*) INTO v_discarded FROM gone;
     RETURN v_discarded;

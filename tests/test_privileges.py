@@ -143,7 +143,8 @@ PRIVATE_HELPERS: dict[str, Call] = {
                                   NOBODY),
     "jobq._check_queue": Call("SELECT jobq._check_queue('priv', 'queue')", NOBODY),
     "jobq._backoff_delay": Call("SELECT jobq._backoff_delay(1, '1 s', '1 h', 0.5, 0.5)", NOBODY),
-    "jobq._finish_dependents": Call("SELECT jobq._finish_dependents(ARRAY[%(ready)s]::bigint[])", NOBODY),
+    "jobq._finish_dependents": Call("SELECT jobq._finish_dependents(ARRAY[%(ready)s]::bigint[], 'completed')",
+                                    NOBODY),
     "jobq._restore_descendants": Call("SELECT jobq._restore_descendants(%(dead)s)", NOBODY),
 }
 

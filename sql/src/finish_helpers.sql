@@ -31,16 +31,17 @@ BEGIN
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
     -- workers. A job that leaves no history takes its error history
     -- (jobq._job_error) with it; only a job that failed before (last_error
-    -- set) has any. p_results (paired with p_ids): what completed jobs
+    -- set) has any. Rows go in id order (as jobq._lock_parents locks
+    -- parents: no deadlock with an enqueue of their children). p_results
+    -- (paired with p_ids): what completed jobs
     -- report; a job with a result is kept for at least its queue's
     -- result_retention. A job others depend on (has_children) updates their
     -- gates (jobq._finish_dependents); a job that depended on others and
     -- leaves no history takes its edges along. p_cause: the root ancestor of
     -- a cascade cancelling these jobs (recorded as cancelled_by; the caller,
     -- jobq._finish_dependents, then handles their dependents itself). A
-    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A
-    -- waiting job (only cancelling ends one) keeps its gate in history, so a
-    -- retry makes it wait again.
+    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A job
+    -- kept in history keeps its gate, so a retry goes through it again.
     -- Returns the ids that left the live table.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
@@ -54,7 +55,7 @@ BEGIN
         -- The common case, lean: no history to write, so the rows are not copied.
         WITH gone AS (
             DELETE FROM jobq._job AS j
-            USING unnest(p_ids, p_lease_tokens) AS f(id, lease_token)
+            USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens) AS u(id, lease_token) ORDER BY u.id) AS f
             WHERE j.id = f.id
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
@@ -80,8 +81,9 @@ BEGIN
             DELETE FROM jobq._job_error AS e WHERE e.job_id = ANY (v_erred);
         END IF;
         IF v_children IS NOT NULL THEN
-            -- Jobs that depended on others, gone without history: so are their edges.
+            -- Jobs that depended on others, gone without history: so are their edges and gates.
             DELETE FROM jobq._job_dep AS d WHERE d.child_id = ANY (v_children);
+            DELETE FROM jobq._job_wait AS w WHERE w.job_id = ANY (v_children);
         END IF;
         IF v_keys IS NOT NULL THEN
             -- A separate statement, so that finishing jobs without keys (the
@@ -97,7 +99,8 @@ BEGIN
     ELSE
         WITH gone AS (
             DELETE FROM jobq._job AS j
-            USING unnest(p_ids, p_lease_tokens, p_results) AS f(id, lease_token, result)
+            USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens, p_results) AS u(id, lease_token, result)
+                   ORDER BY u.id) AS f
             WHERE j.id = f.id
               AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
               AND (NOT p_held OR j.status = 'ready')
@@ -130,11 +133,17 @@ BEGIN
             WHERE e.job_id = g.id AND g.last_error IS NOT NULL
               AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
         ), unlinked AS (
-            -- ... and their edges, when they depended on others.
+            -- ... and their edges and gates, when they depended on others.
             DELETE FROM jobq._job_dep AS d
             USING gone AS g
             JOIN settings AS s ON s.queue = g.queue
             WHERE d.child_id = g.id AND g.has_parents
+              AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+        ), ungated AS (
+            DELETE FROM jobq._job_wait AS w
+            USING gone AS g
+            JOIN settings AS s ON s.queue = g.queue
+            WHERE w.job_id = g.id AND g.has_parents
               AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
         ), keyed AS (
             INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
@@ -161,7 +170,7 @@ BEGIN
         PERFORM pg_notify('jobq_finished', w.id::text) FROM unnest(v_watched) AS w(id);
     END IF;
     IF v_parents IS NOT NULL AND p_cause IS NULL THEN
-        PERFORM jobq._finish_dependents(v_parents);
+        PERFORM jobq._finish_dependents(v_parents, p_status);
     END IF;
     IF cardinality(v_wake) > 0 THEN
         PERFORM pg_notify('jobq', w.queue) FROM (SELECT DISTINCT u.queue FROM unnest(v_wake) AS u(queue)) AS w;

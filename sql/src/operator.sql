@@ -13,11 +13,11 @@ DECLARE
 BEGIN
     -- Run a job again now: a dead or cancelled job comes back with a fresh
     -- attempt budget, and the descendants its failure cancelled wait for it
-    -- again; a scheduled or backing-off job runs now. A job cancelled while
-    -- it waited for parents waits for them again (and is cancelled again at
-    -- once, returning false, when one of them is dead or cancelled and its
-    -- on_parent_failure is 'cancel': retry that one). False for waiting,
-    -- running, completed and unknown jobs.
+    -- again; a scheduled or backing-off job runs now. A job with parents
+    -- goes through its gate again: ready when they have completed, waiting
+    -- for those live again, or cancelled again at once (returning false)
+    -- when one is dead or cancelled and its on_parent_failure is 'cancel':
+    -- retry that one. False for waiting, running, completed and unknown jobs.
     IF retry.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
@@ -82,11 +82,13 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_moved bigint[];
+    v_gated bigint[];
     v_count integer;
     v_parent bigint;
 BEGIN
-    -- Bring every dead job of a queue back with a fresh attempt budget, and
-    -- the descendants their deaths cancelled back to waiting. Jobs whose
+    -- Bring every dead job of a queue back with a fresh attempt budget (one
+    -- with parents through its gate again, as jobq.retry does), and the
+    -- descendants their deaths cancelled back to waiting. Jobs whose
     -- job_key is held by an active job stay dead (see NOTICE).
     PERFORM jobq._check_queue(retry_dead.queue, 'queue');
     WITH dead AS (
@@ -96,27 +98,38 @@ BEGIN
         FOR UPDATE SKIP LOCKED
     ), moved AS (
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
-                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents)
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
+                               status, parked)
         SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
                d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
-               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id)
+               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL
         FROM dead AS d
+        LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
         ORDER BY d.id
         ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
-        RETURNING id, has_children
+        RETURNING id, has_children, status
     ), removed AS (
         DELETE FROM jobq._job_archive AS a USING moved AS m WHERE a.id = m.id
-        RETURNING a.id, m.has_children
+        RETURNING a.id, m.has_children, m.status
     )
     SELECT coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.has_children), '{}'),
+           coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.status = 'waiting'), '{}'),
            count(*)
-    INTO v_moved, v_count
+    INTO v_moved, v_gated, v_count
     FROM removed AS r;
     IF v_count > 0 THEN
         PERFORM pg_notify('jobq', retry_dead.queue);
     END IF;
+    IF cardinality(v_gated) > 0 THEN
+        -- Jobs with parents go through their gates again (all of them
+        -- dead, so their parents finished: mostly released at once).
+        PERFORM jobq._gate_recount(v_gated);
+        PERFORM jobq._finish_dependents(jobq._settle(v_gated), 'cancelled');
+    END IF;
     FOREACH v_parent IN ARRAY v_moved LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = v_parent);
         PERFORM jobq._restore_descendants(v_parent);
     END LOOP;
     IF EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.queue = retry_dead.queue AND a.status = 'dead') THEN
@@ -241,6 +254,8 @@ BEGIN
         DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id
     ), unlinked AS (
         DELETE FROM jobq._job_dep AS d USING gone AS g WHERE d.child_id = g.id
+    ), ungated AS (
+        DELETE FROM jobq._job_wait AS w USING gone AS g WHERE w.job_id = g.id
     )
     SELECT count(*) INTO v_discarded FROM gone;
     RETURN v_discarded;

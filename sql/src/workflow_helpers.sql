@@ -7,12 +7,14 @@ DECLARE
     v_unknown bigint;
 BEGIN
     -- Before jobs are linked to p_parents (validated by
-    -- _check_dependencies): raise JQ019 for an id jobq never issued; mark the
-    -- live parents has_children and lock them (FOR KEY SHARE) until this
-    -- transaction ends. A parent cannot then finish unseen: its finishing
+    -- _check_dependencies): raise JQ019 for an id jobq never issued; lock
+    -- the live parents (FOR KEY SHARE) until this transaction ends and mark
+    -- them has_children. A parent cannot then finish unseen: its finishing
     -- DELETE waits for this transaction and then sees the new edges, and one
     -- that finished before shows in a later statement here. Claims and
     -- heartbeats of those parents are not blocked (they change no key).
+    -- Both passes go in id order, as jobq._finish deletes, so an enqueue
+    -- and a completion of the same parents cannot deadlock.
     SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO v_last FROM jobq._job_id_seq AS s;
     SELECT u.id INTO v_unknown
     FROM unnest(p_parents) AS u(id)
@@ -22,9 +24,12 @@ BEGIN
         RAISE EXCEPTION 'jobq: % names job %, which does not exist', p_arg, v_unknown
             USING ERRCODE = 'JQ019', HINT = 'Pass ids that jobq.enqueue() returned.';
     END IF;
-    UPDATE jobq._job AS j SET has_children = true
-    WHERE j.id = ANY (p_parents) AND NOT j.has_children;
     PERFORM FROM jobq._job AS j WHERE j.id = ANY (p_parents) ORDER BY j.id FOR KEY SHARE OF j;
+    UPDATE jobq._job AS j SET has_children = true
+    WHERE j.id IN (SELECT u.id FROM jobq._job AS u
+                   WHERE u.id = ANY (p_parents) AND NOT u.has_children
+                   ORDER BY u.id
+                   FOR NO KEY UPDATE OF u);
 END
 $$;
 COMMENT ON FUNCTION jobq._lock_parents(bigint[], text) IS
@@ -81,8 +86,10 @@ BEGIN
     -- cancelled parent, recording the root of it (the parent, or the root
     -- that cancelled the parent); release those with no parent left: ready
     -- (scheduled when their own run_at is later), a batch callback with its
-    -- members' counts in its payload, and their queues woken. Returns the
-    -- ids cancelled here: their own dependents are the caller's next step.
+    -- members' counts in its payload, and their queues woken. A released job
+    -- keeps its gate (its on_parent_failure): a retry after it ran goes
+    -- through it again. Returns the ids cancelled here: their own
+    -- dependents are the caller's next step.
     FOR v_cause IN
         SELECT c.cause, array_agg(c.job_id ORDER BY c.job_id) AS ids
         FROM (SELECT w.job_id, min(coalesce(a.cancelled_by, a.id)) AS cause
@@ -111,8 +118,6 @@ BEGIN
         WHERE w.job_id = j.id AND j.id = ANY (p_children) AND j.status = 'waiting'
           AND w.parents_left = 0 AND (w.on_parent_failure = 'run' OR w.dead + w.cancelled = 0)
         RETURNING j.id, j.queue
-    ), ungated AS (
-        DELETE FROM jobq._job_wait AS w USING released AS r WHERE w.job_id = r.id
     )
     SELECT array_agg(DISTINCT r.queue) INTO v_queues FROM released AS r;
     PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
@@ -122,56 +127,62 @@ $$;
 COMMENT ON FUNCTION jobq._settle(bigint[]) IS
     'Cancels waiting jobs whose parent failed (on_parent_failure cancel) and releases those with no parent left; returns the cancelled ids.';
 
-CREATE FUNCTION jobq._finish_dependents(p_parents bigint[]) RETURNS void
+CREATE FUNCTION jobq._finish_dependents(p_parents bigint[], p_status text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
 AS $$
 DECLARE
     v_frontier bigint[] := p_parents;
-    v_children bigint[];
+    v_status text := p_status;
+    v_gates record;
 BEGIN
-    -- Jobs p_parents just left the live table (completed, dead or
-    -- cancelled): count each in the gates of its waiting children, then
-    -- cancel or release those children (jobq._settle). Cancelled children
-    -- are the next round's parents, so a cascade goes down the whole graph
-    -- in a loop, not in recursion. Gates are locked in id order; one row per
-    -- waiting child, whatever its number of parents (the gates jobs cancelled
-    -- while waiting keep are left as they are: a retry recounts them).
+    -- Jobs p_parents just left the live table as p_status (completed, dead
+    -- or cancelled): count them in the gates of their waiting children,
+    -- then cancel or release the children whose gate says so (jobq._settle).
+    -- Cancelled children are the next round's parents, so a cascade goes
+    -- down the whole graph in a loop, not in recursion. A gate is one row
+    -- per waiting child, whatever its number of parents: it is locked (in
+    -- id order) by the one statement that updates it, as late as possible,
+    -- so that a wide fan-in's completions hold it only for their commit.
+    -- The gates jobs cancelled while waiting keep are left as they are (a
+    -- retry recounts them).
     WHILE cardinality(v_frontier) > 0 LOOP
-        v_children := ARRAY(
-            SELECT w.job_id FROM jobq._job_wait AS w
-            WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d
-                               JOIN jobq._job AS c ON c.id = d.child_id AND c.status = 'waiting'
-                               WHERE d.parent_id = ANY (v_frontier))
-            ORDER BY w.job_id
-            FOR UPDATE OF w);
-        EXIT WHEN cardinality(v_children) = 0;
-        WITH outcome AS (
-            SELECT d.child_id, coalesce(a.status, 'completed') AS status
+        WITH counted AS (
+            SELECT d.child_id, count(*)::integer AS n
             FROM jobq._job_dep AS d
-            LEFT JOIN jobq._job_archive AS a ON a.id = d.parent_id
-            WHERE d.parent_id = ANY (v_frontier) AND d.child_id = ANY (v_children)
-        ), counted AS (
-            SELECT o.child_id,
-                   count(*) FILTER (WHERE o.status = 'completed') AS completed,
-                   count(*) FILTER (WHERE o.status = 'dead') AS dead,
-                   count(*) FILTER (WHERE o.status = 'cancelled') AS cancelled
-            FROM outcome AS o
-            GROUP BY o.child_id
+            WHERE d.parent_id = ANY (v_frontier)
+            GROUP BY d.child_id
+        ), locked AS MATERIALIZED (
+            SELECT w.job_id, c.n
+            FROM counted AS c
+            JOIN jobq._job_wait AS w ON w.job_id = c.child_id
+            JOIN jobq._job AS j ON j.id = c.child_id AND j.status = 'waiting'
+            ORDER BY w.job_id
+            FOR UPDATE OF w
+        ), updated AS (
+            UPDATE jobq._job_wait AS w
+            SET parents_left = w.parents_left - l.n,
+                completed = w.completed + CASE WHEN v_status = 'completed' THEN l.n ELSE 0 END,
+                dead = w.dead + CASE WHEN v_status = 'dead' THEN l.n ELSE 0 END,
+                cancelled = w.cancelled + CASE WHEN v_status = 'cancelled' THEN l.n ELSE 0 END
+            FROM locked AS l
+            WHERE w.job_id = l.job_id
+            RETURNING w.job_id, w.parents_left = 0 OR (w.on_parent_failure = 'cancel' AND w.dead + w.cancelled > 0)
+                                AS settles
         )
-        UPDATE jobq._job_wait AS w
-        SET parents_left = w.parents_left - c.completed - c.dead - c.cancelled,
-            completed = w.completed + c.completed,
-            dead = w.dead + c.dead,
-            cancelled = w.cancelled + c.cancelled
-        FROM counted AS c
-        WHERE w.job_id = c.child_id;
-        v_frontier := jobq._settle(v_children);
+        SELECT coalesce(array_agg(u.job_id ORDER BY u.job_id) FILTER (WHERE u.settles), '{}') AS ids
+        INTO v_gates
+        FROM updated AS u;
+        EXIT WHEN cardinality(v_gates.ids) = 0;
+        v_frontier := jobq._settle(v_gates.ids);
+        v_status := 'cancelled';
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION jobq._finish_dependents(bigint[]) IS
-    'Counts finished parents in their waiting children''s gates, then cancels or releases those children, down the graph.';
+COMMENT ON FUNCTION jobq._finish_dependents(bigint[], text) IS
+    'Counts parents that just finished (as p_status) in their waiting children''s gates, then cancels or releases those children, down the graph.';
 
 CREATE FUNCTION jobq._attach(p_children bigint[], p_parents bigint[], p_on_parent_failure text, p_report boolean)
 RETURNS void
@@ -275,7 +286,7 @@ BEGIN
     PERFORM jobq._gate_recount(v_gates);
     v_cancelled := jobq._settle(v_gates);
     IF cardinality(v_cancelled) > 0 THEN
-        PERFORM jobq._finish_dependents(v_cancelled);
+        PERFORM jobq._finish_dependents(v_cancelled, 'cancelled');
     END IF;
     RETURN cardinality(v_moved);
 END

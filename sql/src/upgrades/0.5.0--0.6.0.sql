@@ -94,10 +94,11 @@ CREATE INDEX _job_dep_child_idx ON jobq._job_dep (child_id, parent_id);
 -- The gate of each waiting job: how many of its parents are still live, and
 -- how the finished ones ended. Finishing a parent updates its children's
 -- gates (row-locked in id order); the update that brings parents_left to 0
--- releases the job in that transaction. A waiting job always has a gate;
--- the gate goes when the job is released. A job cancelled while waiting
--- keeps it (with its on_parent_failure) until it is retried (it then waits
--- again) or pruned.
+-- releases the job in that transaction. Every job enqueued with parents
+-- has one, from its enqueue until it leaves jobq with its edges (finished
+-- without history, pruned or discarded): a retry of the job, once it was
+-- released or cancelled, goes through its gate again (recounted), so it
+-- never runs before its parents completed.
 CREATE TABLE jobq._job_wait (
     job_id             bigint PRIMARY KEY,
     parents_left       integer NOT NULL,
@@ -165,7 +166,7 @@ DROP FUNCTION jobq.configure_queue(text, integer, interval, interval, double pre
 
 -- @function jobq._settle(bigint[])
 
--- @function jobq._finish_dependents(bigint[])
+-- @function jobq._finish_dependents(bigint[], text)
 
 -- @function jobq._attach(bigint[], bigint[], text, boolean)
 
