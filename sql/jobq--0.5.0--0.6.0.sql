@@ -625,7 +625,8 @@ BEGIN
     -- through it again. Returns the ids cancelled here: their own
     -- dependents are the caller's next step.
     FOR v_cause IN
-        SELECT c.cause, array_agg(c.job_id ORDER BY c.job_id) AS ids
+        SELECT c.cause, array_agg(c.job_id ORDER BY c.job_id) AS ids,
+               coalesce((SELECT r.status FROM jobq._job_archive AS r WHERE r.id = c.cause), 'dead') AS fate
         FROM (SELECT w.job_id, min(coalesce(a.cancelled_by, a.id)) AS cause
               FROM jobq._job_wait AS w
               JOIN jobq._job_dep AS d ON d.child_id = w.job_id
@@ -636,7 +637,8 @@ BEGIN
     LOOP
         v_cancelled := v_cancelled || ARRAY(
             SELECT jobq._finish(v_cause.ids, NULL, 'cancelled',
-                                format('cancelled: ancestor job %s did not complete', v_cause.cause),
+                                format('cancelled: ancestor job %s %s', v_cause.cause,
+                                       CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
                                 false, NULL, v_cause.cause));
     END LOOP;
     WITH released AS (
@@ -1487,21 +1489,29 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_discarded integer;
+    v_descendants integer;
 BEGIN
     -- Delete the dead jobs of a queue for good (all of them, or those dead
-    -- for longer than older_than), with their error history. Returns how
-    -- many. They cannot be retried afterwards; jobq.stats' dead_total still
-    -- counts them.
+    -- for longer than older_than), with their error history, and the
+    -- descendants their deaths cancelled (in any queue; see NOTICE). Returns
+    -- how many dead jobs. They cannot be retried afterwards; jobq.stats'
+    -- dead_total still counts them.
     PERFORM jobq._check_queue(discard_dead.queue, 'queue');
     IF discard_dead.older_than < interval '0' THEN
         RAISE EXCEPTION 'jobq: older_than must not be negative, got %', discard_dead.older_than
             USING ERRCODE = 'JQ008', HINT = 'Pass e.g. interval ''7 days'', or NULL for every dead job.';
     END IF;
-    WITH gone AS (
-        DELETE FROM jobq._job_archive AS a
+    WITH dead AS (
+        SELECT a.id FROM jobq._job_archive AS a
         WHERE a.queue = discard_dead.queue AND a.status = 'dead'
           AND (discard_dead.older_than IS NULL OR a.finished_at < now() - discard_dead.older_than)
-        RETURNING a.id
+    ), gone AS (
+        -- With the descendants their deaths cancelled: only a retry of
+        -- their root could bring those back.
+        DELETE FROM jobq._job_archive AS a
+        WHERE a.id IN (SELECT d.id FROM dead AS d)
+           OR (a.status = 'cancelled' AND a.cancelled_by IN (SELECT d.id FROM dead AS d))
+        RETURNING a.id, a.status
     ), forgotten AS (
         DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id
     ), unlinked AS (
@@ -1509,7 +1519,12 @@ BEGIN
     ), ungated AS (
         DELETE FROM jobq._job_wait AS w USING gone AS g WHERE w.job_id = g.id
     )
-    SELECT count(*) INTO v_discarded FROM gone;
+    SELECT count(*) FILTER (WHERE g.status = 'dead'), count(*) FILTER (WHERE g.status = 'cancelled')
+    INTO v_discarded, v_descendants
+    FROM gone AS g;
+    IF v_descendants > 0 THEN
+        RAISE NOTICE 'jobq: % cancelled descendants of the discarded jobs were discarded with them', v_descendants;
+    END IF;
     RETURN v_discarded;
 END
 $$;
@@ -1525,16 +1540,19 @@ DECLARE
 BEGIN
     -- Delete up to n finished jobs whose retention has passed (with their
     -- error history, the edges to their parents and the gate of one
-    -- cancelled while waiting), except those with a
-    -- live child (their results stay readable until it finishes); the
+    -- cancelled while waiting), except a completed job with a live child
+    -- (its result stays readable until the child finishes) and a dead or
+    -- cancelled job with any child jobq still knows (it must not pass for
+    -- completed: a parent jobq forgot counts as completed); the
     -- rate-limit bookkeeping older than any rate window (1 day) and key
     -- completions older than any unique_for (366 days); fold the counters.
     PERFORM jobq._check_batch(prune.n, 'n', 10000000);
     WITH old AS (
         SELECT a.id FROM jobq._job_archive AS a
         WHERE a.prune_after < now()
-          AND NOT EXISTS (SELECT FROM jobq._job_dep AS d JOIN jobq._job AS c ON c.id = d.child_id
-                          WHERE d.parent_id = a.id)
+          AND NOT EXISTS (SELECT FROM jobq._job_dep AS d
+                          WHERE d.parent_id = a.id
+                            AND (a.status <> 'completed' OR EXISTS (SELECT FROM jobq._job AS c WHERE c.id = d.child_id)))
         ORDER BY a.prune_after
         LIMIT prune.n
         FOR UPDATE OF a SKIP LOCKED
@@ -1560,14 +1578,15 @@ COMMENT ON FUNCTION jobq.prune(integer) IS
     'Deletes up to n finished jobs past their retention (not while a child of theirs is live); returns how many.';
 
 CREATE FUNCTION jobq.status(id bigint) RETURNS text
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_status text;
 BEGIN
     -- The state of one job: waiting, ready, scheduled, running, completed,
-    -- dead or cancelled. JQ019 for an id jobq does not know (never issued,
+    -- dead or cancelled. (VOLATILE, as result and parent_results: called in
+    -- the statement that enqueued or completed the job, it sees that.) JQ019 for an id jobq does not know (never issued,
     -- or finished and gone: completed without history, or pruned).
     IF status.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
@@ -1589,7 +1608,7 @@ COMMENT ON FUNCTION jobq.status(bigint) IS
     'The state of one job (waiting, ready, scheduled, running, completed, dead, cancelled); JQ019 when unknown.';
 
 CREATE FUNCTION jobq.result(id bigint) RETURNS jsonb
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -1618,7 +1637,7 @@ COMMENT ON FUNCTION jobq.result(bigint) IS
     'The result of a completed job; NULL while unfinished, without one, or dead/cancelled; JQ019 when unknown.';
 
 CREATE FUNCTION jobq.parent_results(id bigint) RETURNS TABLE (parent_id bigint, result jsonb)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN

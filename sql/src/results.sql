@@ -3,14 +3,15 @@
 ---------------------------------------------------------------------------
 
 CREATE FUNCTION jobq.status(id bigint) RETURNS text
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_status text;
 BEGIN
     -- The state of one job: waiting, ready, scheduled, running, completed,
-    -- dead or cancelled. JQ019 for an id jobq does not know (never issued,
+    -- dead or cancelled. (VOLATILE, as result and parent_results: called in
+    -- the statement that enqueued or completed the job, it sees that.) JQ019 for an id jobq does not know (never issued,
     -- or finished and gone: completed without history, or pruned).
     IF status.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
@@ -32,7 +33,7 @@ COMMENT ON FUNCTION jobq.status(bigint) IS
     'The state of one job (waiting, ready, scheduled, running, completed, dead, cancelled); JQ019 when unknown.';
 
 CREATE FUNCTION jobq.result(id bigint) RETURNS jsonb
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -61,7 +62,7 @@ COMMENT ON FUNCTION jobq.result(bigint) IS
     'The result of a completed job; NULL while unfinished, without one, or dead/cancelled; JQ019 when unknown.';
 
 CREATE FUNCTION jobq.parent_results(id bigint) RETURNS TABLE (parent_id bigint, result jsonb)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN

@@ -91,7 +91,8 @@ BEGIN
     -- through it again. Returns the ids cancelled here: their own
     -- dependents are the caller's next step.
     FOR v_cause IN
-        SELECT c.cause, array_agg(c.job_id ORDER BY c.job_id) AS ids
+        SELECT c.cause, array_agg(c.job_id ORDER BY c.job_id) AS ids,
+               coalesce((SELECT r.status FROM jobq._job_archive AS r WHERE r.id = c.cause), 'dead') AS fate
         FROM (SELECT w.job_id, min(coalesce(a.cancelled_by, a.id)) AS cause
               FROM jobq._job_wait AS w
               JOIN jobq._job_dep AS d ON d.child_id = w.job_id
@@ -102,7 +103,8 @@ BEGIN
     LOOP
         v_cancelled := v_cancelled || ARRAY(
             SELECT jobq._finish(v_cause.ids, NULL, 'cancelled',
-                                format('cancelled: ancestor job %s did not complete', v_cause.cause),
+                                format('cancelled: ancestor job %s %s', v_cause.cause,
+                                       CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
                                 false, NULL, v_cause.cause));
     END LOOP;
     WITH released AS (
