@@ -95,7 +95,8 @@ lint: venv
 CHAOS_SCALE  ?= 10
 CHAOS_REPORT ?= /tmp/jobq-chaos-report.json
 CHAOS_TESTS  := tests/test_faults.py tests/test_restart.py tests/test_fencing.py \
-                tests/test_pgbouncer.py tests/test_bad_input.py tests/test_privileges.py
+                tests/test_pgbouncer.py tests/test_bad_input.py tests/test_privileges.py \
+                tests/test_workflow_concurrency.py
 
 chaos: deps venv install
 	rm -f $(CHAOS_REPORT)
