@@ -135,7 +135,8 @@ def acknowledgements(conn: Conn) -> tuple[int, int]:
     wait_until(lambda: scalar(conn, workers) == 0, "the workers' sessions to end", [])
     conn.execute("SELECT pg_stat_clear_snapshot()")
     calls = conn.execute(
-        "SELECT coalesce(sum(calls) FILTER (WHERE funcid = 'jobq.complete(bigint, uuid)'::regprocedure), 0),"
+        "SELECT coalesce(sum(calls) FILTER (WHERE funcid = 'jobq.complete(bigint, uuid, jsonb)'"
+        "::regprocedure), 0),"
         "       coalesce(sum(calls) FILTER (WHERE funcid = 'jobq.fail(bigint, text, uuid, timestamptz)'"
         "::regprocedure), 0)"
         " FROM pg_stat_user_functions").fetchone()
