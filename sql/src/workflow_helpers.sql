@@ -281,7 +281,10 @@ BEGIN
     ELSE
         v_moved := '{}';
     END IF;
+    -- The gates to recount: those moved back, and p_root's other waiting
+    -- children (the gates of finished ones are recounted by their own retry).
     v_gates := ARRAY(SELECT w.job_id FROM jobq._job_wait AS w
+                     JOIN jobq._job AS j ON j.id = w.job_id AND j.status = 'waiting'
                      WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d WHERE d.parent_id = p_root)
                         OR w.job_id = ANY (v_moved)
                      ORDER BY w.job_id);
