@@ -91,11 +91,16 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return response
 
 
-def unexpected_error(request: Request, exc: Exception) -> Response:
+async def unexpected_error(request: Request, exc: Exception) -> Response:
     """Anything else: logged here (the traceback only for a real bug), a page
-    without one for the browser."""
+    without one for the browser. A lost connection is a 503; the pool then
+    tests its idle connections and replaces the broken ones (a restarted
+    server broke them all), so the next request gets a working one."""
     if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
         log.error("database unavailable for %s %s: %s", request.method, request.url.path, exc)
+        if isinstance(exc, psycopg.OperationalError):
+            database: Database = request.app.state.database
+            await database.pool.check()
         return error_page(request, 503, TITLES[503], "the dashboard cannot reach PostgreSQL right now; "
                           "it tries again with the next request")
     log.exception("error serving %s %s", request.method, request.url.path)
@@ -127,7 +132,8 @@ class ErrorPages:
         except Exception as exc:
             if started:  # too late for a page: the client sees a cut response
                 raise
-            await unexpected_error(Request(scope, receive), exc)(scope, receive, send)
+            page = await unexpected_error(Request(scope, receive), exc)
+            await page(scope, receive, send)
 
 
 def create_app(
