@@ -284,17 +284,20 @@ AS $$
 DECLARE
     v_pruned integer;
 BEGIN
-    -- Delete up to n finished jobs whose retention has passed (with their
-    -- error history, the edges to their parents and the gate of one
-    -- cancelled while waiting), except a completed job with a live child
-    -- (its result stays readable until the child finishes) and a dead or
-    -- cancelled job with any child jobq still knows (it must not pass for
-    -- completed: a parent jobq forgot counts as completed); the
-    -- rate-limit bookkeeping older than any rate window (1 day) and key
-    -- completions older than any unique_for (366 days); fold the counters.
+    -- Remove the finished jobs whose retention has passed (with their error
+    -- history, the edges to their parents and the gate of one cancelled
+    -- while waiting), except a completed job with a live child (its result
+    -- stays readable until the child finishes) and a dead or cancelled job
+    -- with any child jobq still knows (it must not pass for completed: a
+    -- parent jobq forgot counts as completed). The archive's day partitions
+    -- go whole once their day has passed (jobq._archive_maintain, which also
+    -- creates the days ahead); up to n expired rows of its default partition
+    -- are deleted one by one. Then the rate-limit bookkeeping older than any
+    -- rate window (1 day) and key completions older than any unique_for (366
+    -- days) go, and the counters are folded. Returns how many jobs went.
     PERFORM jobq._check_batch(prune.n, 'n', 10000000);
     WITH old AS (
-        SELECT a.id FROM jobq._job_archive AS a
+        SELECT a.id FROM jobq._job_archive_kept AS a
         WHERE a.prune_after < now()
           AND NOT EXISTS (SELECT FROM jobq._job_dep AS d
                           WHERE d.parent_id = a.id
@@ -303,7 +306,7 @@ BEGIN
         LIMIT prune.n
         FOR UPDATE OF a SKIP LOCKED
     ), gone AS (
-        DELETE FROM jobq._job_archive AS a USING old AS o WHERE a.id = o.id
+        DELETE FROM jobq._job_archive_kept AS a USING old AS o WHERE a.id = o.id
         RETURNING a.id, a.last_error IS NOT NULL AS erred
     ), forgotten AS (
         DELETE FROM jobq._job_error AS e USING gone AS g WHERE e.job_id = g.id AND g.erred
@@ -317,8 +320,9 @@ BEGIN
     DELETE FROM jobq._key_done AS k WHERE k.finished_at < now() - interval '366 days';
     PERFORM jobq._fold_counters();
     PERFORM jobq._forget_taken();
-    RETURN v_pruned;
+    -- Last: dropping a partition holds a lock of the archive until commit.
+    RETURN v_pruned + least(jobq._archive_maintain(), 2147483647 - v_pruned);
 END
 $$;
 COMMENT ON FUNCTION jobq.prune(integer) IS
-    'Deletes up to n finished jobs past their retention (not while a child of theirs is live); returns how many.';
+    'Drops the archive''s expired day partitions (creating the days ahead) and deletes up to n expired rows of its default partition; returns how many jobs.';

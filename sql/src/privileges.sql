@@ -89,6 +89,9 @@ GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_
 GRANT SELECT ON jobq.job_dependencies TO jobq_viewer;
 GRANT SELECT ON jobq.job_dependencies, jobq._job_dep, jobq._job_wait TO jobq_admin;
 
+-- The archive's partitions (since 0.7.0): viewers and admins see them.
+GRANT SELECT ON jobq.archive_partitions TO jobq_viewer;
+
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
 BEGIN

@@ -85,9 +85,21 @@ CREATE INDEX _job_parked_idx ON jobq._job (queue)
 
 -- Finished jobs: completed ones for their queue's retention (none by
 -- default), dead (out of attempts) and cancelled ones until retried or past
--- dead_retention.
+-- dead_retention. Partitioned by expiry (prune_after: finish time plus that
+-- job's retention), one partition per UTC day, so that pruning drops a whole
+-- day's partition once the day has passed (every row in it has expired)
+-- instead of deleting rows. Finish days would not do: rows finished the same
+-- day expire at different times (each queue has its retentions; dead jobs
+-- stay until retried), so one long-kept row would pin its whole day.
+-- Day partitions (jobq._job_archive_pYYYYMMDD) are created ahead by
+-- jobq.prune() (jobq._archive_add), not by the install script: an
+-- extension's own tables could not be dropped. No primary key: a
+-- partitioned table's would have to include prune_after, which may be NULL;
+-- ids stay unique, as a job is in jobq._job or here, moved by DELETE ...
+-- RETURNING. Partitioned tables take no storage parameters: each partition
+-- gets its own.
 CREATE TABLE jobq._job_archive (
-    id            bigint PRIMARY KEY,
+    id            bigint NOT NULL,
     queue         text NOT NULL,
     payload       jsonb NOT NULL,
     status        text NOT NULL,
@@ -107,22 +119,36 @@ CREATE TABLE jobq._job_archive (
     result        jsonb,
     cancelled_by  bigint,
     CONSTRAINT job_archive_status_valid CHECK (status IN ('completed', 'dead', 'cancelled'))
-) WITH (
-    autovacuum_vacuum_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0
-);
-COMMENT ON TABLE jobq._job_archive IS 'Finished jobs (completed, dead, cancelled) kept for their retention. Private.';
-COMMENT ON COLUMN jobq._job_archive.prune_after IS 'jobq.prune() deletes the row after this time; NULL keeps it until retried.';
+) PARTITION BY RANGE (prune_after);
+COMMENT ON TABLE jobq._job_archive IS
+    'Finished jobs (completed, dead, cancelled) kept for their retention, partitioned by expiry day. Private.';
+COMMENT ON COLUMN jobq._job_archive.prune_after IS
+    'Not pruned before this time: jobq.prune() drops the row''s day partition once the whole day has passed; NULL keeps it until retried.';
 COMMENT ON COLUMN jobq._job_archive.result IS 'What the job''s complete() reported (any JSON value); NULL when none.';
 COMMENT ON COLUMN jobq._job_archive.cancelled_by IS
     'The ancestor whose death or cancellation cancelled this job (the root of the cascade); jobq.retry of it restores this job.';
 
-CREATE INDEX _job_archive_prune_idx ON jobq._job_archive (prune_after)
+-- The default partition: rows kept until retried (NULL prune_after: dead
+-- and cancelled jobs of queues without dead_retention, the default), and
+-- rows expiring on a day that has no partition yet (beyond the days created
+-- ahead, or before maintenance first ran). jobq.prune() deletes its expired
+-- rows one by one, and moves a day's rows out when it creates that day.
+CREATE TABLE jobq._job_archive_kept PARTITION OF jobq._job_archive DEFAULT WITH (
+    autovacuum_vacuum_scale_factor = 0.05,
+    autovacuum_vacuum_cost_delay = 0
+);
+COMMENT ON TABLE jobq._job_archive_kept IS
+    'The archive''s default partition: jobs kept until retried, and those expiring on a day without a partition. Private.';
+CREATE INDEX _job_archive_kept_prune_idx ON jobq._job_archive_kept (prune_after)
     WHERE prune_after IS NOT NULL;
+
+-- One job by id (jobq.status, result, retry, the dashboard's job page): one
+-- index probe per partition.
+CREATE INDEX _job_archive_id_idx ON jobq._job_archive (id);
 CREATE INDEX _job_archive_dead_idx ON jobq._job_archive (queue, id)
     WHERE status = 'dead';
--- A queue's finished jobs newest first (jobq.jobs paged by id, keyset),
--- and those of one job_key (finding a key is a seek, however large the archive).
+-- A queue's finished jobs newest first (jobq.jobs paged by id, keyset: a
+-- merge of the partitions' index scans), and those of one job_key.
 CREATE INDEX _job_archive_queue_idx ON jobq._job_archive (queue, id);
 CREATE INDEX _job_archive_key_idx ON jobq._job_archive (queue, job_key, id)
     WHERE job_key IS NOT NULL;
@@ -312,7 +338,9 @@ BEGIN
     IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'jobq') THEN
         PERFORM pg_catalog.pg_extension_config_dump('jobq._job', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._job_id_seq', '');
-        PERFORM pg_catalog.pg_extension_config_dump('jobq._job_archive', '');
+        -- The archive's default partition; its day partitions are no
+        -- extension members, so pg_dump keeps them as it keeps any table.
+        PERFORM pg_catalog.pg_extension_config_dump('jobq._job_archive_kept', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._queue', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._periodic', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._counter', '');

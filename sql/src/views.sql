@@ -155,3 +155,27 @@ CREATE VIEW jobq.job_dependencies AS
     SELECT d.child_id, d.parent_id
     FROM jobq._job_dep AS d;
 COMMENT ON VIEW jobq.job_dependencies IS 'Job dependencies: child_id depends on parent_id (depends_on, or a batch callback''s members).';
+
+CREATE VIEW jobq.archive_partitions AS
+    -- The partitions of the history of finished jobs: one per UTC day of
+    -- expiry (prune_after, from_time inclusive to to_time exclusive; from_time
+    -- NULL for one holding everything before to_time), and the default
+    -- partition (jobq._job_archive_kept, both bounds NULL) for jobs kept until
+    -- retried and those expiring on a day without a partition yet. rows is
+    -- the planner's estimate (NULL before the partition was first vacuumed
+    -- or analyzed), never a count; expired: jobq.prune drops it whole.
+    SELECT c.relname::text AS partition,
+           CASE WHEN b.bound LIKE 'FOR VALUES FROM (''%'
+                THEN substring(b.bound FROM 'FROM \(''([^'']*)''\)')::timestamptz END AS from_time,
+           CASE WHEN b.bound LIKE '% TO (''%'
+                THEN substring(b.bound FROM 'TO \(''([^'']*)''\)')::timestamptz END AS to_time,
+           CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint END AS rows,
+           pg_catalog.pg_total_relation_size(c.oid) AS bytes,
+           coalesce(substring(b.bound FROM 'TO \(''([^'']*)''\)')::timestamptz <= now(), false) AS expired
+    FROM pg_catalog.pg_inherits AS i
+    JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
+    CROSS JOIN LATERAL (SELECT pg_catalog.pg_get_expr(c.relpartbound, c.oid) AS bound) AS b
+    WHERE i.inhparent = 'jobq._job_archive'::pg_catalog.regclass
+    ORDER BY 3 NULLS LAST;
+COMMENT ON VIEW jobq.archive_partitions IS
+    'The partitions of the finished jobs'' history (one per UTC day of expiry, and the default one), with size and estimated rows.';
