@@ -14,6 +14,7 @@ depend on each other.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -150,17 +151,28 @@ PRIVATE_HELPERS: dict[str, Call] = {
 
 TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration", "_counter", "_key_done",
           "_taken", "_job_error", "_job_dep", "_job_wait")
-VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors", "job_dependencies")
+VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors", "job_dependencies",
+         "archive_partitions")
 PRIVATE_VIEWS = ("_queue_defaults",)
+# The archive's partitions (since 0.7.0): read through jobq._job_archive only.
+# The default one comes with the install; day partitions (_job_archive_pYYYYMMDD)
+# with jobq.prune().
+PARTITIONS = ("_job_archive_kept",)
 
 
 def table_calls(conn: Conn) -> dict[str, Call]:
     """Direct access to every jobq table, view and the sequence."""
     tables = {str(r[0]) for r in conn.execute(
-        "SELECT relname FROM pg_class WHERE relnamespace = 'jobq'::regnamespace AND relkind = 'r'")}
+        "SELECT relname FROM pg_class WHERE relnamespace = 'jobq'::regnamespace AND relkind IN ('r', 'p')"
+        " AND NOT relispartition")}
+    partitions = {str(r[0]) for r in conn.execute(
+        "SELECT relname FROM pg_class WHERE relnamespace = 'jobq'::regnamespace AND relkind = 'r'"
+        " AND relispartition")}
     views = {str(r[0]) for r in conn.execute(
         "SELECT relname FROM pg_class WHERE relnamespace = 'jobq'::regnamespace AND relkind = 'v'")}
     assert tables == set(TABLES) and views == set(VIEWS) | set(PRIVATE_VIEWS), (tables, views)
+    assert set(PARTITIONS) <= partitions and all(
+        re.fullmatch(r"_job_archive_p\d{8}", name) for name in partitions - set(PARTITIONS)), partitions
     calls: dict[str, Call] = {}
     for table in TABLES:
         column = conn.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum = 1",
@@ -171,6 +183,9 @@ def table_calls(conn: Conn) -> dict[str, Call]:
         calls[f"UPDATE jobq.{table}"] = Call(f"UPDATE jobq.{table} SET {column[0]} = {column[0]}", NOBODY)
         calls[f"DELETE jobq.{table}"] = Call(f"DELETE FROM jobq.{table}", NOBODY)
         calls[f"TRUNCATE jobq.{table}"] = Call(f"TRUNCATE jobq.{table} CASCADE", NOBODY)
+    for partition in sorted(partitions):
+        calls[f"SELECT jobq.{partition}"] = Call(f"SELECT count(*) FROM jobq.{partition}", NOBODY)
+        calls[f"DELETE jobq.{partition}"] = Call(f"DELETE FROM jobq.{partition}", NOBODY)
     for view in VIEWS:
         calls[f"SELECT jobq.{view}"] = Call(f"SELECT count(*) FROM jobq.{view}", READ)
     for view in PRIVATE_VIEWS:
