@@ -92,6 +92,10 @@ SELECT is(jobq.retry_dead('rd'), 0, 'a second retry_dead finds nothing');
 SELECT is(jobq.retry_dead('nothing-here'), 0, 'retry_dead of an unknown queue returns 0');
 
 -- prune ------------------------------------------------------------------------
+-- Row by row, in the archive's default partition (jobq._job_archive_kept):
+-- past days have no partition here, and the first prune creates today's
+-- and later days, moving rows expiring then out of it (pgtap/v070.sql tests
+-- the day partitions).
 CREATE TEMP TABLE arch AS SELECT id FROM jobq._job_archive;
 DO $$ BEGIN
     PERFORM jobq.cancel(id) FROM jobq.enqueue_many('pr', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 6))) AS id;
@@ -99,7 +103,7 @@ END $$;
 UPDATE jobq._job_archive SET prune_after = now() + interval '1 hour' WHERE id NOT IN (SELECT id FROM arch);
 WITH p AS (SELECT id, row_number() OVER (ORDER BY id) AS n FROM jobq._job_archive WHERE queue = 'pr')
 UPDATE jobq._job_archive AS a
-SET prune_after = CASE p.n WHEN 1 THEN now() - interval '1 day' WHEN 2 THEN now() - interval '1 second'
+SET prune_after = CASE p.n WHEN 1 THEN now() - interval '1 day' WHEN 2 THEN now() - interval '3 days'
                            WHEN 3 THEN now() - interval '2 days' WHEN 4 THEN now()
                            WHEN 5 THEN NULL ELSE now() + interval '1 second' END
 FROM p WHERE a.id = p.id;

@@ -1,7 +1,7 @@
 -- Least privilege: jobq_producer enqueues, jobq_worker works jobs,
 -- jobq_admin does everything, PUBLIC gets nothing.
 BEGIN;
-SELECT plan(90);
+SELECT plan(91);
 
 CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
 
@@ -100,16 +100,23 @@ SELECT function_privs_are('jobq', 'result', ARRAY['bigint'], 'public', ARRAY[]::
 -- tables, views, sequence, schema -------------------------------------------------------------
 SELECT is_empty($$SELECT r.role, c.oid::regclass::text FROM pg_catalog.pg_class AS c,
                          (VALUES ('jobq_producer'), ('jobq_worker'), ('public'), ('jobq_test_nobody')) AS r(role)
-                  WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'v')
+                  WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'p', 'v')
                     AND has_table_privilege(r.role, c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER')$$,
-                'producer, worker and PUBLIC have no privilege on any jobq table or view');
+                'producer, worker and PUBLIC have no privilege on any jobq table, partition or view');
 SELECT is_empty($$SELECT r.role FROM (VALUES ('jobq_producer'), ('jobq_worker'), ('jobq_admin'), ('public')) AS r(role)
                   WHERE has_sequence_privilege(r.role, 'jobq._job_id_seq', 'USAGE,SELECT,UPDATE')$$,
                 'nobody but the owner may use the job id sequence');
+-- The archive's partitions (jobq._job_archive_kept and the day partitions)
+-- are read through jobq._job_archive: reading the parent needs no privilege
+-- on a partition, and nobody gets one.
 SELECT is_empty($$SELECT c.oid::regclass::text FROM pg_catalog.pg_class AS c
-                  WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'v')
+                  WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'p', 'v') AND NOT c.relispartition
                     AND NOT has_table_privilege('jobq_admin', c.oid, 'SELECT')$$,
                 'jobq_admin may read every jobq table and view');
+SELECT is_empty($$SELECT c.oid::regclass::text FROM pg_catalog.pg_class AS c
+                  WHERE c.relnamespace = 'jobq'::regnamespace AND c.relispartition
+                    AND has_table_privilege('jobq_admin', c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE')$$,
+                'jobq_admin has no privilege on a partition of the archive (it reads them through jobq._job_archive)');
 SELECT is_empty($$SELECT c.oid::regclass::text FROM pg_catalog.pg_class AS c
                   WHERE c.relnamespace = 'jobq'::regnamespace AND c.relkind IN ('r', 'v')
                     AND has_table_privilege('jobq_admin', c.oid, 'INSERT,UPDATE,DELETE,TRUNCATE')$$,
@@ -146,7 +153,7 @@ SELECT is(pg_temp.as_role('jobq_producer', $$SELECT current_user$$), 'jobq_produ
 SELECT is(current_user::text, session_user::text, 'and switches back');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[])$$), '2',
           'jobq_producer: enqueue_many works');
-SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.6.0', 'jobq_producer: version works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.7.0', 'jobq_producer: version works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('privg', ARRAY['{}', '{}']::jsonb[], group_key => 'g')$$), '2',
           'jobq_producer: enqueue_many with a group_key works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.enqueue('privg', '{}', group_key => 'g') IS NOT NULL$$), 'true',

@@ -478,7 +478,7 @@ INSERT INTO ids VALUES ('pp', jobq.enqueue('wf_pp', '{}'));
 INSERT INTO ids VALUES ('pq', jobq.enqueue('wf_pq', '{}'));
 INSERT INTO ids VALUES ('pc', jobq.enqueue('wf_pc', '{}', depends_on => ARRAY[pg_temp.id('pp'), pg_temp.id('pq')]));
 SELECT is(pg_temp.done('wf_pp', '{"keep": true}'), pg_temp.id('pp'), 'setup: a parent completes with a result');
-UPDATE jobq._job_archive SET prune_after = now() - interval '1 minute' WHERE id = pg_temp.id('pp');
+UPDATE jobq._job_archive SET prune_after = now() - interval '2 days' WHERE id = pg_temp.id('pp');
 SELECT lives_ok('SELECT jobq.prune()', 'prune with the parent''s retention over');
 SELECT is(jobq.result(pg_temp.id('pp')), '{"keep": true}'::jsonb, 'prune keeps a completed parent while its child waits');
 SELECT is(pg_temp.done('wf_pq'), pg_temp.id('pq'), 'setup: the other parent completes');
@@ -501,7 +501,7 @@ SELECT is(pg_temp.done('wf_ec', '"kept"'), pg_temp.id('ec'), 'setup: its child c
 SELECT is(pg_temp.die('wf_dc'), pg_temp.id('dc'), 'setup: its other child dies');
 SELECT is((SELECT count(*)::int FROM jobq.job_dependencies WHERE child_id IN (pg_temp.id('ec'), pg_temp.id('dc'))), 2,
           'the finished children keep their edges in history');
-UPDATE jobq._job_archive SET prune_after = now() - interval '1 minute' WHERE id = pg_temp.id('ec');
+UPDATE jobq._job_archive SET prune_after = now() - interval '2 days' WHERE id = pg_temp.id('ec');
 SELECT cmp_ok(jobq.prune(), '>=', 1, 'prune the child past its retention');
 SELECT is_empty($$SELECT * FROM jobq.job_dependencies WHERE child_id = pg_temp.id('ec')$$, 'its edges went with it');
 SELECT is(jobq.discard_dead('wf_dc'), 1, 'discard the dead child');

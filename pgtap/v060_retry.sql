@@ -56,10 +56,10 @@ SELECT is((SELECT last_error FROM jobq.jobs WHERE id = :dc), format('cancelled: 
           'its child says which ancestor is dead');
 
 -- prune does not forget a failed parent while a child of it is known
-UPDATE jobq._job_archive SET prune_after = now() - interval '1 second' WHERE id IN (:d, :dc, :q, :qc);
+UPDATE jobq._job_archive SET prune_after = now() - interval '2 days' WHERE id IN (:d, :dc, :q, :qc);
 UPDATE jobq._job_archive SET prune_after = NULL WHERE id IN (:dc, :qc);
 SELECT is(jobq.prune(), 0, 'prune keeps dead and cancelled parents whose children are still known');
-UPDATE jobq._job_archive SET prune_after = now() - interval '1 second' WHERE id = :qc;
+UPDATE jobq._job_archive SET prune_after = now() - interval '2 days' WHERE id = :qc;
 SELECT is(jobq.prune(), 1, 'the child goes first');
 SELECT is(jobq.prune(), 1, 'then the parent it kept');
 

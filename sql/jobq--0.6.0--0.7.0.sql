@@ -89,22 +89,11 @@ CREATE TABLE jobq._job_archive_kept PARTITION OF jobq._job_archive DEFAULT WITH 
 );
 COMMENT ON TABLE jobq._job_archive_kept IS
     'The archive''s default partition: jobs kept until retried, and those expiring on a day without a partition. Private.';
-CREATE INDEX _job_archive_kept_prune_idx ON jobq._job_archive_kept (prune_after)
-    WHERE prune_after IS NOT NULL;
-
--- One job by id (jobq.status, result, retry, the dashboard's job page): one
--- index probe per partition.
-CREATE INDEX _job_archive_id_idx ON jobq._job_archive (id);
-CREATE INDEX _job_archive_dead_idx ON jobq._job_archive (queue, id)
-    WHERE status = 'dead';
--- A queue's finished jobs newest first (jobq.jobs paged by id, keyset: a
--- merge of the partitions' index scans), and those of one job_key.
-CREATE INDEX _job_archive_queue_idx ON jobq._job_archive (queue, id);
-CREATE INDEX _job_archive_key_idx ON jobq._job_archive (queue, job_key, id)
-    WHERE job_key IS NOT NULL;
--- The descendants a retry of their root ancestor restores.
-CREATE INDEX _job_archive_cancelled_by_idx ON jobq._job_archive (cancelled_by)
-    WHERE cancelled_by IS NOT NULL;
+-- Its indexes, and those of every day partition, are made by
+-- jobq._archive_index (sql/src/archive.sql), after the functions. Partitions
+-- have indexes of their own and the parent has none: a partitioned index of
+-- an extension's table would make pg_restore create every day partition's
+-- indexes twice (once by ATTACH, once from the dump).
 
 DO $dump$
 BEGIN
@@ -126,6 +115,37 @@ AS $$
     SELECT '0.7.0'::text
 $$;
 COMMENT ON FUNCTION jobq.version() IS 'Installed jobq version (semver text).';
+
+CREATE FUNCTION jobq._archive_index(p_partition text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Create the indexes of one partition of jobq._job_archive, named after
+    -- it: by id (jobq.status, result, retry, a job's page: one probe per
+    -- partition), by (queue, id) (a queue's history newest first: a merge of
+    -- the partitions' scans), dead jobs by (queue, id) (retry_dead,
+    -- discard_dead), keyed jobs by (queue, job_key, id), cancelled
+    -- descendants by their root (a retry restores them); and for the default
+    -- partition, whose expired rows prune deletes one by one, by prune_after.
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (id)', p_partition || '_id_idx', p_partition);
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (queue, id)', p_partition || '_queue_idx', p_partition);
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (queue, id) WHERE status = %L',
+                   p_partition || '_dead_idx', p_partition, 'dead');
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (queue, job_key, id) WHERE job_key IS NOT NULL',
+                   p_partition || '_key_idx', p_partition);
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (cancelled_by) WHERE cancelled_by IS NOT NULL',
+                   p_partition || '_cancelled_by_idx', p_partition);
+    IF p_partition = '_job_archive_kept' THEN
+        EXECUTE format('CREATE INDEX %I ON jobq.%I (prune_after) WHERE prune_after IS NOT NULL',
+                       p_partition || '_prune_idx', p_partition);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._archive_index(text) IS
+    'Creates the indexes of one partition of the archive (id, queue history, dead, keys, cancelled_by).';
+
+SELECT jobq._archive_index('_job_archive_kept');
 
 CREATE FUNCTION jobq._archive_horizon() RETURNS interval
 LANGUAGE sql STABLE
@@ -178,6 +198,7 @@ BEGIN
                    'WHERE k.prune_after >= $1 AND k.prune_after < $2 RETURNING k.*) '
                    'INSERT INTO jobq.%I SELECT m.* FROM moved AS m', v_name)
         USING coalesce(v_from, '-infinity'), v_to;
+    PERFORM jobq._archive_index(v_name);
     EXECUTE format('ALTER TABLE jobq._job_archive ATTACH PARTITION jobq.%I FOR VALUES FROM (%s) TO (%L)',
                    v_name, coalesce(quote_literal(v_from), 'MINVALUE'), v_to);
     -- Created by an extension script (the upgrade to 0.7.0 places the rows
@@ -461,7 +482,7 @@ CREATE VIEW jobq.archive_partitions AS
     -- retried and those expiring on a day without a partition yet. rows is
     -- the planner's estimate (NULL before the partition was first vacuumed
     -- or analyzed), never a count; expired: jobq.prune drops it whole.
-    SELECT c.relname::text AS partition,
+    SELECT c.relname::text COLLATE "default" AS partition,
            CASE WHEN b.bound LIKE 'FOR VALUES FROM (''%'
                 THEN substring(b.bound FROM 'FROM \(''([^'']*)''\)')::timestamptz END AS from_time,
            CASE WHEN b.bound LIKE '% TO (''%'

@@ -575,7 +575,7 @@ def dead_past_retention(conn: Conn, queue: str) -> int:
     conn.execute("SELECT jobq.configure_queue(%s, dead_retention => '1 second')", (queue,))
     job_id = pyqueue.enqueue(conn, queue, {}, max_attempts=1)
     conn.execute("SELECT jobq.fail(c.id, 'boom', c.lease_token) FROM jobq.claim(%s) AS c", (queue,))
-    conn.execute("UPDATE jobq._job_archive SET prune_after = now() - interval '1 second' WHERE id = %s",
+    conn.execute("UPDATE jobq._job_archive SET prune_after = now() - interval '2 days' WHERE id = %s",
                  (job_id,))
     return job_id
 

@@ -1,3 +1,36 @@
+CREATE FUNCTION jobq._archive_index(p_partition text) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Create the indexes of one partition of jobq._job_archive, named after
+    -- it: by id (jobq.status, result, retry, a job's page: one probe per
+    -- partition), by (queue, id) (a queue's history newest first: a merge of
+    -- the partitions' scans), dead jobs by (queue, id) (retry_dead,
+    -- discard_dead), keyed jobs by (queue, job_key, id), cancelled
+    -- descendants by their root (a retry restores them); and for the default
+    -- partition, whose expired rows prune deletes one by one, by prune_after.
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (id)', p_partition || '_id_idx', p_partition);
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (queue, id)', p_partition || '_queue_idx', p_partition);
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (queue, id) WHERE status = %L',
+                   p_partition || '_dead_idx', p_partition, 'dead');
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (queue, job_key, id) WHERE job_key IS NOT NULL',
+                   p_partition || '_key_idx', p_partition);
+    EXECUTE format('CREATE INDEX %I ON jobq.%I (cancelled_by) WHERE cancelled_by IS NOT NULL',
+                   p_partition || '_cancelled_by_idx', p_partition);
+    IF p_partition = '_job_archive_kept' THEN
+        EXECUTE format('CREATE INDEX %I ON jobq.%I (prune_after) WHERE prune_after IS NOT NULL',
+                       p_partition || '_prune_idx', p_partition);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._archive_index(text) IS
+    'Creates the indexes of one partition of the archive (id, queue history, dead, keys, cancelled_by).';
+
+-- The default partition's indexes (made here: jobq._archive_index is the one
+-- place that lists them).
+SELECT jobq._archive_index('_job_archive_kept');
+
 CREATE FUNCTION jobq._archive_horizon() RETURNS interval
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -49,6 +82,7 @@ BEGIN
                    'WHERE k.prune_after >= $1 AND k.prune_after < $2 RETURNING k.*) '
                    'INSERT INTO jobq.%I SELECT m.* FROM moved AS m', v_name)
         USING coalesce(v_from, '-infinity'), v_to;
+    PERFORM jobq._archive_index(v_name);
     EXECUTE format('ALTER TABLE jobq._job_archive ATTACH PARTITION jobq.%I FOR VALUES FROM (%s) TO (%L)',
                    v_name, coalesce(quote_literal(v_from), 'MINVALUE'), v_to);
     -- Created by an extension script (the upgrade to 0.7.0 places the rows

@@ -164,7 +164,7 @@ CREATE VIEW jobq.archive_partitions AS
     -- retried and those expiring on a day without a partition yet. rows is
     -- the planner's estimate (NULL before the partition was first vacuumed
     -- or analyzed), never a count; expired: jobq.prune drops it whole.
-    SELECT c.relname::text AS partition,
+    SELECT c.relname::text COLLATE "default" AS partition,
            CASE WHEN b.bound LIKE 'FOR VALUES FROM (''%'
                 THEN substring(b.bound FROM 'FROM \(''([^'']*)''\)')::timestamptz END AS from_time,
            CASE WHEN b.bound LIKE '% TO (''%'

@@ -89,22 +89,11 @@ CREATE TABLE jobq._job_archive_kept PARTITION OF jobq._job_archive DEFAULT WITH 
 );
 COMMENT ON TABLE jobq._job_archive_kept IS
     'The archive''s default partition: jobs kept until retried, and those expiring on a day without a partition. Private.';
-CREATE INDEX _job_archive_kept_prune_idx ON jobq._job_archive_kept (prune_after)
-    WHERE prune_after IS NOT NULL;
-
--- One job by id (jobq.status, result, retry, the dashboard's job page): one
--- index probe per partition.
-CREATE INDEX _job_archive_id_idx ON jobq._job_archive (id);
-CREATE INDEX _job_archive_dead_idx ON jobq._job_archive (queue, id)
-    WHERE status = 'dead';
--- A queue's finished jobs newest first (jobq.jobs paged by id, keyset: a
--- merge of the partitions' index scans), and those of one job_key.
-CREATE INDEX _job_archive_queue_idx ON jobq._job_archive (queue, id);
-CREATE INDEX _job_archive_key_idx ON jobq._job_archive (queue, job_key, id)
-    WHERE job_key IS NOT NULL;
--- The descendants a retry of their root ancestor restores.
-CREATE INDEX _job_archive_cancelled_by_idx ON jobq._job_archive (cancelled_by)
-    WHERE cancelled_by IS NOT NULL;
+-- Its indexes, and those of every day partition, are made by
+-- jobq._archive_index (sql/src/archive.sql), after the functions. Partitions
+-- have indexes of their own and the parent has none: a partitioned index of
+-- an extension's table would make pg_restore create every day partition's
+-- indexes twice (once by ATTACH, once from the dump).
 
 DO $dump$
 BEGIN
@@ -119,6 +108,10 @@ $dump$;
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
+
+-- @function jobq._archive_index(text)
+
+SELECT jobq._archive_index('_job_archive_kept');
 
 -- @function jobq._archive_horizon()
 
