@@ -9,6 +9,9 @@
 --     deletes from the default partition
 --   * new view jobq.archive_partitions (partition, from_time, to_time, rows, bytes, expired), readable by
 --     jobq_viewer
+--   * jobq.reap() picks the leases to park in a materialized CTE joined by id (a cached plan of the
+--     former "id IN (SELECT ... FOR UPDATE SKIP LOCKED)" could rescan the live table per row once a
+--     large backlog had built up)
 --   * this script converts a populated archive: rows already expired go to one partition
 --     (jobq._job_archive_untilYYYYMMDD) that the next prune drops, rows expiring within the horizon to
 --     their days, the others to the default partition
@@ -368,6 +371,98 @@ END
 $$;
 COMMENT ON FUNCTION jobq.prune(integer) IS
     'Drops the archive''s expired day partitions (creating the days ahead) and deletes up to n expired rows of its default partition; returns how many jobs.';
+
+CREATE OR REPLACE FUNCTION jobq.reap(n integer DEFAULT 10000) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_retry bigint[];
+    v_dead bigint[];
+    v_queues text[];
+BEGIN
+    -- Return up to n jobs whose lease expired to the queue (ready now), or
+    -- dead-letter those whose attempts are used up; each counts as a failed
+    -- attempt. Concurrent reapers skip each other's rows, so they never
+    -- block or deadlock. The job's previous error is kept after the
+    -- lease-expiry note in last_error; the note alone joins its error
+    -- history. No index covers the lease (claims stay HOT): this
+    -- scans the live table, which holds only live jobs. Leases held for
+    -- over 10 seconds are parked (out of the claim index). Also folds the
+    -- counters and forgets the take bookkeeping of finished transactions, so
+    -- they stay small where pg_cron does not run prune().
+    PERFORM jobq._check_batch(reap.n, 'n', 1000000);
+    SELECT coalesce(array_agg(e.id) FILTER (WHERE e.attempts < e.max_attempts), '{}'),
+           coalesce(array_agg(e.id) FILTER (WHERE e.attempts >= e.max_attempts), '{}')
+    INTO v_retry, v_dead
+    FROM (
+        SELECT j.id, j.attempts, j.max_attempts
+        FROM jobq._job AS j
+        WHERE j.status = 'running' AND j.lease_expires_at < now()
+        ORDER BY j.lease_expires_at
+        LIMIT reap.n
+        FOR UPDATE SKIP LOCKED
+    ) AS e;
+
+    INSERT INTO jobq._counter (queue, bucket, failed)
+    SELECT j.queue, date_trunc('minute', now()), count(*)
+    FROM jobq._job AS j
+    WHERE j.id = ANY (v_retry || v_dead)
+    GROUP BY j.queue;
+    -- Each expired lease is a failed attempt in the job's error history.
+    IF cardinality(v_retry) + cardinality(v_dead) > 0 THEN
+        PERFORM jobq._record_errors(array_agg(j.id), array_agg(j.attempts),
+                                    array_agg(jobq._reap_note(j.lease_expires_at, j.worker, NULL)
+                                              || CASE WHEN j.id = ANY (v_dead) THEN E'\nno attempts left' ELSE '' END),
+                                    array_agg(j.worker))
+        FROM jobq._job AS j
+        WHERE j.id = ANY (v_retry || v_dead);
+    END IF;
+
+    WITH requeued AS (
+        UPDATE jobq._job AS j
+        SET status = 'ready',
+            parked = false,
+            run_at = now(),
+            lease_token = NULL,
+            lease_expires_at = NULL,
+            heartbeat_at = NULL,
+            last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error)
+        WHERE j.id = ANY (v_retry)
+        RETURNING j.queue
+    )
+    SELECT array_agg(DISTINCT r.queue) INTO v_queues FROM requeued AS r;
+    -- Wake the workers of the queues that got jobs back.
+    PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
+
+    UPDATE jobq._job AS j
+    SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
+    WHERE j.id = ANY (v_dead);
+    PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
+    -- Leases held for over 10 seconds (a worker that never heart-beats)
+    -- leave the claim index too, so claims do not step over them.
+    -- Rows busy elsewhere are skipped, never waited for. The rows are
+    -- picked once (a materialized CTE) and joined by id: as "id IN (SELECT
+    -- ... FOR UPDATE)" the locking scan could become the inner side of a
+    -- nested loop, run again for every live job, and a cached plan made on
+    -- a small table did so once a backlog of 100,000 jobs had built up
+    -- (every worker's reap then ran for minutes; found by the soak).
+    WITH stale AS MATERIALIZED (
+        SELECT l.id FROM jobq._job AS l
+        WHERE l.status = 'running' AND NOT l.parked AND l.started_at < now() - interval '10 seconds'
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE jobq._job AS j SET parked = true
+    FROM stale AS s
+    WHERE j.id = s.id;
+    PERFORM jobq._fold_counters();
+    PERFORM jobq._forget_taken();
+    RETURN cardinality(v_retry) + cardinality(v_dead);
+END
+$$;
+COMMENT ON FUNCTION jobq.reap(integer) IS
+    'Returns up to n jobs with an expired lease to the queue (or to dead letter when out of attempts); returns how many.';
 
 ---------------------------------------------------------------------------
 -- views

@@ -2912,11 +2912,20 @@ BEGIN
     PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
     -- Leases held for over 10 seconds (a worker that never heart-beats)
     -- leave the claim index too, so claims do not step over them.
-    -- Rows busy elsewhere are skipped, never waited for.
+    -- Rows busy elsewhere are skipped, never waited for. The rows are
+    -- picked once (a materialized CTE) and joined by id: as "id IN (SELECT
+    -- ... FOR UPDATE)" the locking scan could become the inner side of a
+    -- nested loop, run again for every live job, and a cached plan made on
+    -- a small table did so once a backlog of 100,000 jobs had built up
+    -- (every worker's reap then ran for minutes; found by the soak).
+    WITH stale AS MATERIALIZED (
+        SELECT l.id FROM jobq._job AS l
+        WHERE l.status = 'running' AND NOT l.parked AND l.started_at < now() - interval '10 seconds'
+        FOR UPDATE SKIP LOCKED
+    )
     UPDATE jobq._job AS j SET parked = true
-    WHERE j.id IN (SELECT l.id FROM jobq._job AS l
-                   WHERE l.status = 'running' AND NOT l.parked AND l.started_at < now() - interval '10 seconds'
-                   FOR UPDATE SKIP LOCKED);
+    FROM stale AS s
+    WHERE j.id = s.id;
     PERFORM jobq._fold_counters();
     PERFORM jobq._forget_taken();
     RETURN cardinality(v_retry) + cardinality(v_dead);

@@ -9,6 +9,9 @@
 --     deletes from the default partition
 --   * new view jobq.archive_partitions (partition, from_time, to_time, rows, bytes, expired), readable by
 --     jobq_viewer
+--   * jobq.reap() picks the leases to park in a materialized CTE joined by id (a cached plan of the
+--     former "id IN (SELECT ... FOR UPDATE SKIP LOCKED)" could rescan the live table per row once a
+--     large backlog had built up)
 --   * this script converts a populated archive: rows already expired go to one partition
 --     (jobq._job_archive_untilYYYYMMDD) that the next prune drops, rows expiring within the horizon to
 --     their days, the others to the default partition
@@ -122,6 +125,8 @@ SELECT jobq._archive_index('_job_archive_kept');
 -- @function jobq._archive_maintain()
 
 -- @replace-function jobq.prune(integer)
+
+-- @replace-function jobq.reap(integer)
 
 ---------------------------------------------------------------------------
 -- views
