@@ -5,6 +5,9 @@ from __future__ import annotations
 BATCH_SIZE = 10  # jobs claimed per round trip
 CONCURRENCY = 4  # handler threads (or tasks) per Worker
 POLL_INTERVAL = 5.0  # seconds an idle worker waits when no NOTIFY arrives
+# seconds: the longest an idle worker waits between polls once empty claims
+# have stretched its interval (doubling from POLL_INTERVAL, with jitter)
+MAX_POLL_INTERVAL = 30.0
 # seconds a woken idle worker waits before claiming unless it is its queues'
 # first responder: one job must not set every idle worker claiming at once
 FOLLOWER_DELAY = 0.05

@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import random
 import shutil
-import signal
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +23,7 @@ from typing import Any
 
 import psycopg
 
+from pyqueue.bench.pgbouncer import PgBouncer
 from pyqueue.localserver import temporary_directory
 from tests.worker_support import wait_until
 
@@ -34,7 +31,6 @@ Conn = psycopg.Connection[Any]
 
 ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = ROOT / "sql"
-SERVER_USER = "postgres"  # who runs servers (and PgBouncer) when the tests run as root
 
 REPORT_ENV = "JOBQ_CHAOS_REPORT"  # a JSON file collecting every test's figures
 SCALE_ENV = "JOBQ_CHAOS_SCALE"  # multiplies job counts, rounds and durations
@@ -128,13 +124,6 @@ def drop_login_role(conn: Conn, name: str) -> None:
 
 # --- servers and ports ------------------------------------------------------------
 
-def free_port() -> int:
-    """A TCP port on the loopback interface that nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def install_script() -> str:
     """The full install script of the version jobq.control installs by default."""
     control = (SQL_DIR / "jobq.control").read_text()
@@ -143,112 +132,16 @@ def install_script() -> str:
     return (SQL_DIR / f"jobq--{version}.sql").read_text()
 
 
-def server_user_kwargs() -> dict[str, Any]:
-    """Popen arguments that run a server program as the server user when we are root
-    (PostgreSQL and PgBouncer refuse to run as root)."""
-    if os.geteuid() == 0:
-        return {"user": SERVER_USER, "group": SERVER_USER, "extra_groups": []}
-    return {}
-
-
-def chown_for_server(path: Path) -> None:
-    if os.geteuid() == 0:
-        entry = pwd.getpwnam(SERVER_USER)
-        os.chown(path, entry.pw_uid, entry.pw_gid)
-
-
-class PgBouncer:
-    """Debian's pgbouncer in front of one database, on a free loopback port,
-    in transaction pooling mode; started in the foreground and stopped by its pid."""
-
-    BINARY = Path("/usr/sbin/pgbouncer")
-
-    def __init__(self, directory: Path, *, host: str, port: int, dbname: str, pool_size: int) -> None:
-        self.directory = directory
-        self.port = free_port()
-        self.dbname = dbname
-        self.ini = directory / "pgbouncer.ini"
-        self.log = directory / "pgbouncer.log"
-        userlist = directory / "userlist.txt"
-        userlist.write_text(f'"{SERVER_USER}" ""\n')
-        self.ini.write_text("\n".join([
-            "[databases]",
-            f"{dbname} = host={host} port={port} dbname={dbname} user={SERVER_USER}",
-            "[pgbouncer]",
-            "listen_addr = 127.0.0.1",
-            f"listen_port = {self.port}",
-            "unix_socket_dir =",
-            "auth_type = trust",
-            f"auth_file = {userlist}",
-            "pool_mode = transaction",
-            f"default_pool_size = {pool_size}",
-            "max_client_conn = 500",
-            f"admin_users = {SERVER_USER}",
-            f"logfile = {self.log}",
-            "ignore_startup_parameters = extra_float_digits",
-            "stats_period = 1",  # seconds: SHOW STATS totals lag by up to this much
-            "",
-        ]))
-        for path in (directory, self.ini, userlist):
-            chown_for_server(path)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def dsn(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user={SERVER_USER} dbname={self.dbname}"
-
-    @property
-    def admin_dsn(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user={SERVER_USER} dbname=pgbouncer"
-
-    def start(self) -> PgBouncer:
-        self.proc = subprocess.Popen(
-            [str(self.BINARY), str(self.ini)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **server_user_kwargs(),
-        )
-
-        def accepts() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"pgbouncer exited {self.proc.returncode}:\n{self.output()}")
-            try:
-                with psycopg.connect(self.dsn, connect_timeout=2, prepare_threshold=None) as probe:
-                    probe.execute("SELECT 1")
-            except psycopg.OperationalError:
-                return False
-            return True
-
-        wait_until(accepts, "pgbouncer accepting connections", timeout=30)
-        return self
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
-
-    def show(self, what: str) -> list[dict[str, Any]]:
-        """``SHOW <what>`` on the admin console (simple query protocol only)."""
-        with psycopg.connect(self.admin_dsn, autocommit=True, prepare_threshold=None,
-                             cursor_factory=psycopg.ClientCursor) as admin:
-            cur = admin.execute(f"SHOW {what}")
-            names = [c.name for c in cur.description or []]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # PgBouncer's "immediate shutdown"
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @contextmanager
-def pgbouncer(*, host: str, port: int, dbname: str, pool_size: int) -> Iterator[PgBouncer]:
-    """A running PgBouncer in a fresh directory under /tmp (readable by the
-    server user even when the tests run as root); stopped and removed after."""
+def pgbouncer(*, host: str, port: int, dbname: str, pool_size: int,
+              max_client_conn: int = 500) -> Iterator[PgBouncer]:
+    """A running PgBouncer (pyqueue.bench.pgbouncer) in a fresh directory
+    under /tmp (readable by the server user even when the tests run as
+    root); stopped and removed after."""
     directory = temporary_directory("jobq-pgbouncer-")
     try:
-        bouncer = PgBouncer(directory, host=host, port=port, dbname=dbname, pool_size=pool_size)
+        bouncer = PgBouncer(directory, host=host, port=port, dbname=dbname, pool_size=pool_size,
+                            max_client_conn=max_client_conn)
         try:
             yield bouncer.start()
         finally:

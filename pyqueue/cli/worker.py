@@ -19,8 +19,8 @@ from pyqueue.cli.command import EXIT_OK, EXIT_REFUSED, Command, CommandError, co
 from pyqueue.cli.install import package_version
 from pyqueue.worker.observer import METRICS_HOST, MetricsError
 
-WORKER_OPTIONS = ("concurrency", "batch_size", "lease", "poll_interval", "name", "shutdown_timeout",
-                  "metrics_port", "metrics_host")
+WORKER_OPTIONS = ("concurrency", "batch_size", "lease", "poll_interval", "max_poll_interval", "listen_dsn",
+                  "name", "shutdown_timeout", "metrics_port", "metrics_host")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -45,8 +45,15 @@ def configure_worker(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--poll-interval", type=positive_seconds, metavar="SECONDS",
                         help="how often to look for jobs when no notification comes "
                         f"(default {defaults.POLL_INTERVAL:g})")
+    parser.add_argument("--max-poll-interval", type=positive_seconds, metavar="SECONDS",
+                        help="the longest wait between polls once empty polls have stretched it (doubling "
+                        f"from --poll-interval, with jitter; default {defaults.MAX_POLL_INTERVAL:g})")
     parser.add_argument("--no-listen", action="store_true",
                         help="poll only, without LISTEN/NOTIFY (e.g. behind PgBouncer in transaction mode)")
+    parser.add_argument("--listen-dsn", metavar="DSN",
+                        help="a direct connection for LISTEN wake-ups while --dsn goes through PgBouncer "
+                        "in transaction mode (claims and acks go through the pooler, without prepared "
+                        "statements)")
     parser.add_argument("--name", metavar="NAME",
                         help="worker name recorded on claimed jobs (default host:pid)")
     parser.add_argument("--shutdown-timeout", type=delay_seconds, metavar="SECONDS",
@@ -137,6 +144,9 @@ def run_worker(args: argparse.Namespace) -> int:
             worker = pyqueue.Worker(dsn, **options)
         except ImportError as exc:  # --metrics-port without prometheus-client
             raise CommandError(str(exc), exit_code=EXIT_REFUSED) from exc
+        except ValueError as exc:  # e.g. --max-poll-interval under --poll-interval
+            raise CommandError(str(exc), exit_code=EXIT_REFUSED,
+                               hint="See `pyqueue worker --help` for each option's range.") from exc
         for queue in args.queues:
             worker.register(queue, target)
     else:

@@ -162,7 +162,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         if not is_broken(self._listen):
             return False
         await self._reset(Reset("listen"))
-        conn = await aconnect(self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
+        conn = await aconnect(self.settings.listen_dsn or self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
         try:
             await conn.execute(q.LISTEN)
         except BaseException:
@@ -288,7 +288,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
 def new_connection(settings: WorkerSettings, application_name: str = WORKER_APPLICATION_NAME
                    ) -> AsyncDedicatedConnection:
     """A worker's own async connection (opened at first use)."""
-    return AsyncDedicatedConnection(settings.dsn, application_name, prepare=settings.use_listen)
+    return AsyncDedicatedConnection(settings.dsn, application_name, prepare=settings.prepare)
 
 
 def make_consumer(settings: WorkerSettings, stop: asyncio.Event, claim_queues: list[str] | None = None, *,

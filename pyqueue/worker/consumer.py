@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -82,6 +83,8 @@ class ConsumerCore(Generic[J, S]):
         self._responder = False  # holds its queues' first-responder lock (see waited)
         self._responder_key = ",".join(sorted(self._queue_set))
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
+        self._empty_polls = 0  # claims in a row that found nothing: each doubles the wait (to a cap)
+        self._max_poll = max(settings.poll_interval, settings.max_poll_interval or settings.poll_interval)
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
 
     def wanted(self, channel_payload: str) -> bool:
@@ -157,8 +160,31 @@ class ConsumerCore(Generic[J, S]):
         """A claim (or take) is about to look for work: the next poll is due a
         poll interval from now; (re)open the LISTEN connection first, so that
         nothing notified from now on is missed."""
-        self._poll_at = time.monotonic() + self.poll_interval
+        self._poll_at = time.monotonic() + self.poll_delay()
         yield from self._trying_to_listen()
+
+    def poll_delay(self) -> float:
+        """How long an idle worker waits for a NOTIFY before it looks anyway.
+
+        poll_interval after a claim that found work; after k empty claims in
+        a row poll_interval * 2**k up to max_poll_interval, of which a random
+        half to all ("equal jitter"): a thousand idle workers started
+        together spread their polls out instead of hitting the server (or a
+        pooler) in step, and no wait exceeds max_poll_interval. A NOTIFY
+        ends any wait, so a listening worker loses nothing by it; one that
+        only polls (PgBouncer without listen_dsn) picks up a job that
+        arrives after a quiet spell within max_poll_interval.
+        """
+        if self._empty_polls == 0:
+            return self.poll_interval
+        stretched = min(self._max_poll, self.poll_interval * 2.0 ** min(self._empty_polls, 30))
+        return stretched * random.uniform(0.5, 1.0)  # spreading polls out, not a secret
+
+    def polled(self, found: bool) -> None:
+        """A claim came back: with jobs, polls go back to poll_interval;
+        empty, the next wait stretches."""
+        self._empty_polls = 0 if found else self._empty_polls + 1
+        self._poll_at = time.monotonic() + self.poll_delay()
 
     def connected(self) -> None:
         """A statement went through: reset the reconnection backoff."""
@@ -180,6 +206,7 @@ class ConsumerCore(Generic[J, S]):
             yield from self.connection_lost(error)
             return None
         self.connected()
+        self.polled(bool(rows))
         jobs = []
         for row in rows:
             job = self._make_job(q.split_claimed_row(row))
@@ -373,6 +400,7 @@ class ConsumerCore(Generic[J, S]):
         behind the others' empty claims).
         """
         if notified:
+            self._empty_polls = 0  # work arrives: poll at the base interval again
             if not self._responder:
                 yield Sleep(FOLLOWER_DELAY)
             return True

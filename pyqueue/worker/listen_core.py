@@ -26,8 +26,11 @@ class ListenOptions(TypedDict, total=False):
 
     ``batch_size`` (int 1..1000, default 10); ``lease`` (timedelta or
     seconds, 1 second .. 1 day; None: the queue's); ``poll_interval``
-    (seconds or timedelta, > 0); ``use_listen`` (False: poll only, no
-    prepared statements, for PgBouncer); ``worker_name`` (None: host and
+    (seconds or timedelta, > 0); ``max_poll_interval`` (seconds or timedelta,
+    >= poll_interval; None: 30 s): empty polls stretch the wait up to it;
+    ``use_listen`` (False: poll only, no prepared statements, for PgBouncer
+    in transaction mode); ``listen_dsn`` (a direct connection for LISTEN
+    while ``dsn`` goes through such a pooler); ``worker_name`` (None: host and
     pid); ``handle_signals`` (stop on SIGTERM/SIGINT); ``reap_interval``
     (seconds, None: never); ``shutdown_timeout`` (seconds, >= 0; None: no
     limit); ``run_schedules`` (run the worker-run periodic jobs).
@@ -36,7 +39,9 @@ class ListenOptions(TypedDict, total=False):
     batch_size: int
     lease: timedelta | float | None
     poll_interval: float | timedelta
+    max_poll_interval: float | timedelta | None
     use_listen: bool
+    listen_dsn: str | None
     worker_name: str | None
     handle_signals: bool
     reap_interval: float | timedelta | None
@@ -48,7 +53,9 @@ LISTEN_DEFAULTS: dict[str, object] = {
     "batch_size": BATCH_SIZE,
     "lease": None,
     "poll_interval": POLL_INTERVAL,
+    "max_poll_interval": None,
     "use_listen": True,
+    "listen_dsn": None,
     "worker_name": None,
     "handle_signals": True,
     "reap_interval": REAP_INTERVAL,
@@ -84,12 +91,14 @@ def check_listen(dsn: str, queues: str | Sequence[str], handler: object, options
                               lease=values["lease"], reap_interval=values["reap_interval"],
                               shutdown_timeout=values["shutdown_timeout"], use_listen=values["use_listen"],
                               name=values["worker_name"], name_argument="worker_name",
-                              run_schedules=values["run_schedules"])
+                              run_schedules=values["run_schedules"], listen_dsn=values["listen_dsn"],
+                              max_poll_interval=values["max_poll_interval"])
     handle_signals = _settings.flag("handle_signals", values["handle_signals"])
     _settings.instance("stop", stop, event, event_name)
     settings = WorkerSettings(dsn, names, checked.lease, checked.poll_interval, checked.use_listen,
                               checked.name or default_worker_name(), checked.reap_interval,
-                              checked.shutdown_timeout, checked.run_schedules)
+                              checked.shutdown_timeout, checked.run_schedules, listen_dsn=checked.listen_dsn,
+                              max_poll_interval=checked.max_poll_interval)
     return ListenSetup(settings, checked.batch_size, handle_signals)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from pyqueue.defaults import SHUTDOWN_TIMEOUT
+from pyqueue.defaults import MAX_POLL_INTERVAL, SHUTDOWN_TIMEOUT
 
 MAX_BATCH_SIZE = 1000  # jobq.claim's cap on n
 MAX_CONCURRENCY = 10000  # threads or tasks: anything above is a typo
@@ -113,6 +113,33 @@ class Checked:
     use_listen: bool
     name: str | None
     run_schedules: bool
+    listen_dsn: str | None
+    max_poll_interval: float
+
+
+def listen_dsn_of(value: object, use_listen: bool) -> str | None:
+    """A direct connection string for LISTEN, or None (LISTEN on ``dsn``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"listen_dsn must be a connection string (str) or None, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError("listen_dsn must not be empty: give a direct connection string, or None")
+    if not use_listen:
+        raise ValueError("listen_dsn is for LISTEN: it cannot go with use_listen=False")
+    return value
+
+
+def max_poll_of(value: object, poll_interval: float) -> float:
+    """The longest wait between an idle worker's polls: at least poll_interval
+    (None: MAX_POLL_INTERVAL, or poll_interval when that is longer)."""
+    if value is None:
+        return max(poll_interval, MAX_POLL_INTERVAL)
+    result = seconds("max_poll_interval", value)
+    if result < poll_interval:
+        raise ValueError(f"max_poll_interval must be at least poll_interval ({poll_interval:g} s), "
+                         f"got {value!r}")
+    return result
 
 
 def check(
@@ -127,18 +154,24 @@ def check(
     name: object = None,
     name_argument: str = "name",
     run_schedules: object = True,
+    listen_dsn: object = None,
+    max_poll_interval: object = None,
 ) -> Checked:
     """Every setting checked (TypeError / ValueError naming the argument)."""
+    polls = seconds("poll_interval", poll_interval)
+    listens = flag("use_listen", use_listen)
     return Checked(
         batch_size=count("batch_size", batch_size, maximum=MAX_BATCH_SIZE),
         concurrency=count("concurrency", concurrency, maximum=MAX_CONCURRENCY),
         lease=check_lease(lease),
-        poll_interval=seconds("poll_interval", poll_interval),
+        poll_interval=polls,
         reap_interval=optional_seconds("reap_interval", reap_interval),
         shutdown_timeout=optional_seconds("shutdown_timeout", shutdown_timeout, positive=False),
-        use_listen=flag("use_listen", use_listen),
+        use_listen=listens,
         name=worker_name(name_argument, name),
         run_schedules=flag("run_schedules", run_schedules),
+        listen_dsn=listen_dsn_of(listen_dsn, listens),
+        max_poll_interval=max_poll_of(max_poll_interval, polls),
     )
 
 
@@ -155,3 +188,11 @@ class WorkerSettings:
     reap_interval: float | None
     shutdown_timeout: float | None = SHUTDOWN_TIMEOUT
     run_schedules: bool = True
+    listen_dsn: str | None = None  # a direct connection for LISTEN (dsn goes through a pooler); None: dsn
+    max_poll_interval: float | None = None  # empty polls stretch the wait up to this; None: poll_interval
+
+    @property
+    def prepare(self) -> bool:
+        """Whether the work connections may use prepared statements: not
+        through a transaction pooler (use_listen=False, or LISTEN elsewhere)."""
+        return self.use_listen and self.listen_dsn is None

@@ -148,7 +148,7 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
         if self._listen is not None:
             self._listen.close()
             self._listen = None
-        conn = connect(self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
+        conn = connect(self.settings.listen_dsn or self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
         try:
             conn.execute(q.LISTEN)
         except BaseException:

@@ -86,7 +86,7 @@ class JobIterator:
         self.use_listen, self.reap_interval = settings.use_listen, settings.reap_interval
         self.shutdown_timeout = settings.shutdown_timeout
         self._wakeup = Wakeup(stop)
-        dsn, prepare = settings.dsn, settings.use_listen
+        dsn, prepare = settings.dsn, settings.prepare
         self._consumer = Consumer(
             settings,
             wakeup=self._wakeup,
@@ -257,7 +257,7 @@ class _TxLoop:
         self.handler = handler
         self.batch_size = batch_size
         self.wakeup = Wakeup(stop)
-        work = DedicatedConnection(settings.dsn, WORKER_APPLICATION_NAME, prepare=settings.use_listen)
+        work = DedicatedConnection(settings.dsn, WORKER_APPLICATION_NAME, prepare=settings.prepare)
         self.consumer = Consumer(settings, wakeup=self.wakeup, work=work, heartbeat=work)
 
     def run(self, handle_signals: bool) -> None:

@@ -71,7 +71,14 @@ class Worker(WorkerCore[Handler, TxHandler]):
     1..1000); durations take a timedelta or a number of seconds, never a
     bool: ``lease`` (None: the queue's; else 1 second .. 1 day),
     ``poll_interval`` and ``reap_interval`` (> 0; reap None: never),
-    ``shutdown_timeout`` (>= 0; None: wait for running handlers without end).
+    ``max_poll_interval`` (>= poll_interval; None: 30 s, or poll_interval
+    if longer: empty claims stretch the wait between polls up to it, see
+    ``ConsumerCore.poll_delay``), ``shutdown_timeout`` (>= 0; None: wait for
+    running handlers without end). ``listen_dsn`` (a str, or None: LISTEN
+    on ``dsn``): behind PgBouncer in transaction mode, ``dsn`` names the
+    pooler and ``listen_dsn`` a direct connection that only LISTENs; the
+    work connections then use no prepared statements (as with
+    ``use_listen=False``, which polls only).
 
     Stopping (``stop()``, SIGTERM, SIGINT): no more claims; running handlers
     get ``shutdown_timeout`` seconds (default 30) to finish; then their jobs
@@ -124,12 +131,12 @@ class Worker(WorkerCore[Handler, TxHandler]):
         settings = self._start("a Worker")
         with self._observer.serving(), stop_on_signals(handle_signals, self._wakeup):
             pool = PooledConnections(self.dsn, WORKER_APPLICATION_NAME, size=self.concurrency + 1,
-                                     prepare=self.use_listen)
+                                     prepare=settings.prepare)
             consumer = Consumer(
                 settings,
                 claim_queues=list(self._handlers),
                 wakeup=self._wakeup,
-                work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=self.use_listen),
+                work=DedicatedConnection(self.dsn, WORKER_APPLICATION_NAME, prepare=settings.prepare),
                 heartbeat=pool,
                 jobs=pool,
             )

@@ -101,10 +101,13 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
         run_schedules: bool = True,
         metrics_port: int | None = None,
         metrics_host: str = METRICS_HOST,
+        listen_dsn: str | None = None,
+        max_poll_interval: float | timedelta | None = None,
     ) -> None:
         checked = _settings.check(batch_size=batch_size, poll_interval=poll_interval, concurrency=concurrency,
                                   lease=lease, reap_interval=reap_interval, shutdown_timeout=shutdown_timeout,
-                                  use_listen=use_listen, name=name, run_schedules=run_schedules)
+                                  use_listen=use_listen, name=name, run_schedules=run_schedules,
+                                  listen_dsn=listen_dsn, max_poll_interval=max_poll_interval)
         if not isinstance(dsn, str):
             raise TypeError(f"dsn must be a connection string (str), got {type(dsn).__name__}")
         self.dsn = dsn
@@ -113,7 +116,9 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
         self.batch_size = checked.batch_size
         self.lease = checked.lease
         self.poll_interval = checked.poll_interval
+        self.max_poll_interval = checked.max_poll_interval
         self.use_listen = checked.use_listen
+        self.listen_dsn = checked.listen_dsn
         self.name = checked.name or default_worker_name()
         self.reap_interval = checked.reap_interval
         self.shutdown_timeout = checked.shutdown_timeout
@@ -184,7 +189,8 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
             self._running = True
         self._tx_wanted = dict.fromkeys(self._tx_handlers, True)
         return WorkerSettings(self.dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
-                              self.name, self.reap_interval, self.shutdown_timeout, self.run_schedules)
+                              self.name, self.reap_interval, self.shutdown_timeout, self.run_schedules,
+                              listen_dsn=self.listen_dsn, max_poll_interval=self.max_poll_interval)
 
     def _refresh(self, rounds: Rounds) -> bool:
         """Before a wait: whether to ask for the next run_at (a leased claim or a
