@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -38,6 +37,7 @@ from pyqueue.job import JobRecord
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue.worker.completing import completing
+from pyqueue.worker.polling import PollBackoff
 from pyqueue.worker.prune import PRUNE, PruneTimer
 from pyqueue.worker.schedules import ScheduleTimer
 from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
@@ -83,8 +83,7 @@ class ConsumerCore(Generic[J, S]):
         self._responder = False  # holds its queues' first-responder lock (see waited)
         self._responder_key = ",".join(sorted(self._queue_set))
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
-        self._empty_polls = 0  # claims in a row that found nothing: each doubles the wait (to a cap)
-        self._max_poll = max(settings.poll_interval, settings.max_poll_interval or settings.poll_interval)
+        self._polls = PollBackoff(settings.poll_interval, settings.max_poll_interval)
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
 
     def wanted(self, channel_payload: str) -> bool:
@@ -160,31 +159,14 @@ class ConsumerCore(Generic[J, S]):
         """A claim (or take) is about to look for work: the next poll is due a
         poll interval from now; (re)open the LISTEN connection first, so that
         nothing notified from now on is missed."""
-        self._poll_at = time.monotonic() + self.poll_delay()
+        self._poll_at = time.monotonic() + self._polls.delay()
         yield from self._trying_to_listen()
 
-    def poll_delay(self) -> float:
-        """How long an idle worker waits for a NOTIFY before it looks anyway.
-
-        poll_interval after a claim that found work; after k empty claims in
-        a row poll_interval * 2**k up to max_poll_interval, of which a random
-        half to all ("equal jitter"): a thousand idle workers started
-        together spread their polls out instead of hitting the server (or a
-        pooler) in step, and no wait exceeds max_poll_interval. A NOTIFY
-        ends any wait, so a listening worker loses nothing by it; one that
-        only polls (PgBouncer without listen_dsn) picks up a job that
-        arrives after a quiet spell within max_poll_interval.
-        """
-        if self._empty_polls == 0:
-            return self.poll_interval
-        stretched = min(self._max_poll, self.poll_interval * 2.0 ** min(self._empty_polls, 30))
-        return stretched * random.uniform(0.5, 1.0)  # spreading polls out, not a secret
-
     def polled(self, found: bool) -> None:
-        """A claim came back: with jobs, polls go back to poll_interval;
-        empty, the next wait stretches."""
-        self._empty_polls = 0 if found else self._empty_polls + 1
-        self._poll_at = time.monotonic() + self.poll_delay()
+        """A claim came back, with jobs or empty: when to look next (see
+        ``pyqueue.worker.polling``)."""
+        self._polls.claimed(found)
+        self._poll_at = time.monotonic() + self._polls.delay()
 
     def connected(self) -> None:
         """A statement went through: reset the reconnection backoff."""
@@ -400,7 +382,7 @@ class ConsumerCore(Generic[J, S]):
         behind the others' empty claims).
         """
         if notified:
-            self._empty_polls = 0  # work arrives: poll at the base interval again
+            self._polls.notified()
             if not self._responder:
                 yield Sleep(FOLLOWER_DELAY)
             return True

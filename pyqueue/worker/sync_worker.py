@@ -73,7 +73,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
     ``poll_interval`` and ``reap_interval`` (> 0; reap None: never),
     ``max_poll_interval`` (>= poll_interval; None: 30 s, or poll_interval
     if longer: empty claims stretch the wait between polls up to it, see
-    ``ConsumerCore.poll_delay``), ``shutdown_timeout`` (>= 0; None: wait for
+    ``pyqueue.worker.polling``), ``shutdown_timeout`` (>= 0; None: wait for
     running handlers without end). ``listen_dsn`` (a str, or None: LISTEN
     on ``dsn``): behind PgBouncer in transaction mode, ``dsn`` names the
     pooler and ``listen_dsn`` a direct connection that only LISTENs; the
