@@ -10,10 +10,18 @@ load it (``tests/test_layout.py`` checks).
 - ``config``: the sizes of a full run and of ``--quick``;
 - ``harness``: driver loops in separate processes, started together, counted;
 - ``sql_loops``: the floor, jobq through SQL alone, the naive ``FOR UPDATE`` queue;
-- ``worker_loops``: ``pyqueue.Worker`` processes, pickup latency, the soak;
+- ``worker_loops``: ``pyqueue.Worker`` processes, pickup latency, the suite's soak (``--soak``);
 - ``drains``, ``throughput``: the drain rows; producers and scaling;
 - ``profiling``: each statement timed alone, and the plan ``jobq.claim`` uses;
 - ``report``, ``chart``: the printed tables and JSON; the PNG chart (matplotlib).
 - ``dashboard``: ``python -m pyqueue.bench.dashboard``, the dashboard's pages rendered over
   1M archived and 100k live jobs.
+
+Programs of their own, which ``make bench`` runs after the suite (issue 16):
+
+- ``pooler``: 1,000 asyncio consumers through a real PgBouncer (``pgbouncer``:
+  the runner, shared with the tests) against 16 direct connections, and idle load;
+- ``prune``: pruning 1,000,000 expired jobs by partition drop against 0.6.0's DELETE;
+- ``queue_partitions``: ``jobq._job`` partitioned by queue against as installed;
+- ``soak``: 10 minutes at 70 % of capacity, sampled every 10 s, with a verdict and a chart.
 """

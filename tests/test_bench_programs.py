@@ -1,0 +1,75 @@
+"""The benchmark programs of issue 16 do what they say, on real servers, at a
+tiny size and without any timing assertion (their figures are what
+``make bench`` prints): the prune comparison empties both archives, the
+partitioned copy of the live table runs jobq unchanged, and the soak's
+verdict catches drift, growth and a slowing pickup. (The pooler's drain is
+exercised by tests/test_pooler_fleet.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from pytest_postgresql.executors import PostgreSQLExecutor
+
+from pyqueue.bench import prune, queue_partitions, soak
+from tests.conftest import proc_dsn
+from tests.coord_support import Conn, scalar
+
+
+def test_the_prune_benchmark_empties_both_archives(postgresql_proc: PostgreSQLExecutor) -> None:
+    result = prune.prune_section(proc_dsn(postgresql_proc, "postgres"), 2000)
+    for label in ("delete", "partition_drop"):
+        assert result[label]["rows"] == 2000, result  # it checks that nothing is left, too
+        assert result[label]["wal_bytes"] > 0
+    assert result["delete"]["calls"] >= 2 and result["partition_drop"]["calls"] == 2  # the last returns 0
+    assert "vacuum" in result["delete"] and "vacuum" not in result["partition_drop"]
+    assert "2,000 expired jobs" in prune.summary(result)
+
+
+def test_jobq_runs_unchanged_on_a_live_table_partitioned_by_queue(conn: Conn) -> None:
+    queues = queue_partitions.queue_names(3)
+    queue_partitions.partition_by_queue(conn, queues)  # checks an enqueue, a claim and a completion itself
+    assert scalar(conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'jobq._job'::regclass") == 4
+    ids = [scalar(conn, "SELECT jobq.enqueue(%s, '{}')", (queue,)) for queue in queues]
+    homes = [scalar(conn, "SELECT tableoid::regclass::text FROM jobq._job WHERE id = %s", (i,)) for i in ids]
+    assert homes == ["jobq._job_q0", "jobq._job_q1", "jobq._job_q2"]
+    claimed = conn.execute("SELECT id, lease_token FROM jobq.claim(%s, 5)", (queues[1],)).fetchall()
+    assert [row[0] for row in claimed] == [ids[1]]
+    assert scalar(conn, "SELECT jobq.complete_many(%s, %s)", ([claimed[0][0]], [claimed[0][1]])) == 1
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute("INSERT INTO jobq._job (id, queue, payload, max_attempts) VALUES (%s, %s, '{}', 1)",
+                     (ids[0], queues[0]))
+
+
+def series(rates: list[float], *, dead: list[int] | None = None, p99: list[float] | None = None,
+           size: list[int] | None = None) -> list[dict[str, Any]]:
+    count = len(rates)
+    return [{"t_s": 10.0 * (k + 1), "jobs_per_s": rates[k],
+             "n_dead_tup": (dead or [1000] * count)[k], "p99_ms": (p99 or [20.0] * count)[k],
+             "total_bytes": (size or [10**6] * count)[k]} for k in range(count)]
+
+
+def test_the_soak_verdict_holds_a_steady_run() -> None:
+    found = soak.verdict(series([5000.0] * 18), 10.0)
+    assert found["ok"] is True
+    assert found["throughput_drift"]["drift"] == 0.0
+
+
+@pytest.mark.parametrize(("samples", "failed"), [
+    (series([5000.0] * 9 + [4000.0] * 9), "throughput_drift"),
+    (series([5000.0] * 18, dead=[1000] * 12 + [5000] * 6), "n_dead_tup"),
+    (series([5000.0] * 18, size=[10**6] * 12 + [3 * 10**6] * 6), "total_bytes"),
+    (series([5000.0] * 18, p99=[40.0] * 12 + [400.0] * 6), "p99_ms"),
+])
+def test_the_soak_verdict_catches_what_it_is_for(samples: list[dict[str, Any]], failed: str) -> None:
+    found = soak.verdict(samples, 10.0)
+    assert found["ok"] is False and found[failed]["ok"] is False, found
+    others = [key for key in ("throughput_drift", "n_dead_tup", "total_bytes", "p99_ms") if key != failed]
+    assert all(found[key]["ok"] for key in others), found
+
+
+def test_a_slow_pickup_under_the_floor_is_still_stable() -> None:
+    found = soak.verdict(series([5000.0] * 18, p99=[5.0] * 12 + [30.0] * 6), 10.0)
+    assert found["p99_ms"]["ok"] is True  # six times slower, but under 50 ms
