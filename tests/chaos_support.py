@@ -23,8 +23,10 @@ from typing import Any
 
 import psycopg
 
-from pyqueue.bench.pgbouncer import PgBouncer
+from pyqueue.bench.pgbouncer import PgBouncer, free_port, server_user_kwargs
 from pyqueue.localserver import temporary_directory
+
+__all__ = ["PgBouncer", "free_port", "server_user_kwargs"]  # re-exported: the tests import them from here
 from tests.worker_support import wait_until
 
 Conn = psycopg.Connection[Any]
