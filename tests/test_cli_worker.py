@@ -75,8 +75,10 @@ def test_the_handler_module_is_imported_from_app_dir(dsn: str, conn: Conn, tmp_p
 
 def test_shutdown_timeout_gives_up_a_hung_handler(dsn: str, conn: Conn, tmp_path: Path) -> None:
     conn.execute("SELECT jobq.configure_queue('hang', retention => '1 day', lease => '3 s')")
+    started = tmp_path / "started"
     (tmp_path / "hung_handlers.py").write_text(
-        "import time\n\ndef handle(job):\n    time.sleep(10**6)\n")
+        f"import pathlib, time\n\ndef handle(job):\n    pathlib.Path({str(started)!r}).touch()\n"
+        "    time.sleep(10**6)\n")
     hung = int(ok("enqueue", "hang", "{}", "--priority", "-1", "--dsn", dsn))
     waiting = [int(ok("enqueue", "hang", "{}", "--dsn", dsn)) for _ in range(2)]
     worker = start_worker("hung_handlers:handle", "--app-dir", str(tmp_path), "--queue", "hang",
@@ -84,6 +86,9 @@ def test_shutdown_timeout_gives_up_a_hung_handler(dsn: str, conn: Conn, tmp_path
     try:
         wait_until(lambda: conn.execute("SELECT count(*) FROM jobq.jobs WHERE queue = 'hang' "
                                         "AND status = 'running'").fetchone() == (3,), "the jobs claimed")
+        # The handler is running, not just claimed (stopped before it starts,
+        # the job would be released instead: a race on a loaded machine).
+        wait_until(started.exists, "the hung handler started")
     finally:
         code, stderr = stop_worker(worker)
     assert code == 0, stderr
