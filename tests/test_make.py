@@ -1,7 +1,9 @@
 """The Makefile's promises to the machine it runs on (issue 12, defect 9):
 `make deps` says which Debian packages it will install before doing it,
-installs only the missing ones, never upgrades an installed one, and asks
-for PostgreSQL's own packages at the installed server's version; `make
+installs only the missing ones, never upgrades an installed PostgreSQL
+package (other upgrades the new ones need are said and allowed: a fresh
+machine's image lags its mirror), and asks for PostgreSQL's own packages at
+the installed server's version; `make
 install` says where it copies the extension before it does.
 
 .ci/apt-deps runs here against stand-ins for dpkg-query, apt-get and id on
@@ -104,6 +106,20 @@ def test_a_plan_that_upgrades_an_installed_package_is_refused(tmp_path: Path) ->
     assert done.returncode == 1
     assert "libpq5" in done.stderr and "refusing" in done.stderr
     assert all(" -s " in f" {c} " or c.startswith("apt-get update") for c in calls), calls
+
+
+def test_a_plan_that_upgrades_only_other_packages_is_said_and_allowed(tmp_path: Path) -> None:
+    # What a fresh CI machine met (2026-11-26): chromium and pgtap pulled in
+    # point releases of perl and systemd's libraries, nothing of PostgreSQL's.
+    installed = {"postgresql-15": "15.18-0+deb12u1", "libpq5": "15.18-0+deb12u1", "pgbouncer": "1.18"}
+    plan = ("Inst perl-base [5.36.0-7+deb12u2] (5.36.0-7+deb12u4 Debian-Security:12 [amd64])\\n"
+            "Inst libsystemd0 [252.38-1~deb12u1] (252.39-1~deb12u2 Debian:12.15 [amd64])\\n"
+            "Inst postgresql-15-cron (1.4.2-2 Debian:12 [amd64])\\n")
+    done, calls = run_apt_deps(tmp_path, installed, plan)
+    assert done.returncode == 0, done.stderr
+    assert "perl-base" in done.stdout and "libsystemd0" in done.stdout, "the upgrades are said"
+    installs = [c for c in calls if " install " in f" {c} " and " -s " not in f" {c} "]
+    assert len(installs) == 1 and "--no-upgrade" in installs[0].split(), calls
 
 
 def test_without_root_it_names_the_missing_packages_and_installs_nothing(tmp_path: Path) -> None:
