@@ -96,16 +96,24 @@ def test_a_claim_of_a_plain_queue_is_a_hot_update_across_commits(conn: Conn, dsn
     # A leased row (lease token, expiry, worker, started_at) is larger than
     # the ready row; when every row of a page is leased (a pre-filled queue
     # drained in order), fillfactor 40 still leaves room for every new version.
-    conn.execute("SELECT jobq.enqueue_many('hot', ARRAY(SELECT jsonb_build_object('i', g) "
-                 "FROM generate_series(1, 300) AS g))")
+    # Two queues interleaved on the same pages, one claim each: the second
+    # claim leases rows on the pages the first one filled, and its queue's
+    # head is ready (a head of leases older than 50 ms would have it park:
+    # jobq 0.8, pgtap/v080.sql).
+    conn.execute("SELECT jobq.enqueue(CASE WHEN g % 2 = 0 THEN 'hot' ELSE 'hot2' END, "
+                 "jsonb_build_object('i', g)) FROM generate_series(1, 400) AS g")
     conn.execute("SELECT jobq.configure_queue('cold', concurrency => 1000)")
     conn.execute("SELECT jobq.enqueue_many('cold', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 50)))")
     with psycopg.connect(dsn, autocommit=True) as worker:
         flush_stats(worker)
         upd0, hot0 = job_table_updates(conn)
         claimed = worker.execute("SELECT id FROM jobq.claim('hot', 100, 'w')").fetchall()
-        claimed += worker.execute("SELECT id FROM jobq.claim('hot', 100, 'w')").fetchall()
+        claimed += worker.execute("SELECT id FROM jobq.claim('hot2', 100, 'w')").fetchall()
         assert len(claimed) == 200
+        ids = [int(str(r[0])) for r in claimed]
+        shared = one(conn, "SELECT count(*) FROM (SELECT (ctid::text::point)[0] FROM jobq._job "
+                           "WHERE id = ANY(%s) GROUP BY 1 HAVING count(DISTINCT queue) = 2) AS pages", (ids,))
+        assert int(str(shared)) > 0, "the two claims leased rows on the same pages"
         flush_stats(worker)
         upd1, hot1 = job_table_updates(conn)
         assert (upd1 - upd0, hot1 - hot0) == (200, 200), "200 leases, every one a HOT update"

@@ -212,21 +212,22 @@ def assert_refused(root: Path, *messages: str) -> None:
 
 def test_an_unknown_function_in_a_directive_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq.prune(integer)", "-- @replace-function jobq.prune(bigint)")
-    line = (
-        template.read_text(encoding="utf-8").split("\n").index("-- @replace-function jobq.prune(bigint)") + 1
-    )
+    changed = "-- @replace-function jobq._claim(text[], bigint, text, interval)"
+    edit(template, "-- @replace-function jobq._claim(text[], integer, text, interval)", changed)
+    line = template.read_text(encoding="utf-8").split("\n").index(changed) + 1
     assert_refused(
         sql_copy,
-        f"{template.name}:{line}: unknown function jobq.prune(bigint)",
-        "the sources define jobq.prune(integer)",
+        f"{template.name}:{line}: unknown function jobq._claim(text[],bigint,text,interval)",
+        "the sources define jobq._claim(text[],integer,text,interval)",
     )
 
 
 def test_a_misspelled_directive_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq.prune(integer)", "-- @replace_function jobq.prune(integer)")
-    assert_refused(sql_copy, "unknown directive '-- @replace_function jobq.prune(integer)'")
+    edit(template, "-- @replace-function jobq._claim(text[], integer, text, interval)",
+         "-- @replace_function jobq._claim(text[], integer, text, interval)")
+    assert_refused(sql_copy,
+                   "unknown directive '-- @replace_function jobq._claim(text[], integer, text, interval)'")
 
 
 def test_a_function_defined_twice_is_refused(sql_copy: Path) -> None:
@@ -278,9 +279,9 @@ def test_a_changed_released_script_fails_the_check(sql_copy: Path) -> None:
 
 def test_a_template_that_leaves_out_a_changed_function_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq.prune(integer)\n", "")
-    assert_refused(sql_copy,
-                   "new or changed since the release it upgrades but not in it: jobq.prune(integer)")
+    edit(template, "-- @replace-function jobq._claim(text[], integer, text, interval)\n", "")
+    assert_refused(sql_copy, "new or changed since the release it upgrades but not in it: "
+                             "jobq._claim(text[],integer,text,interval)")
 
 
 # --- the next version: how the one after the default version is made ----------

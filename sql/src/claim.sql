@@ -14,6 +14,7 @@ DECLARE
     v_ids bigint[];
     v_leases interval[];
     v_now timestamptz;
+    v_park text[];
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
@@ -25,11 +26,15 @@ BEGIN
         -- Plain queues: one statement picks (an index scan per queue) and
         -- leases. The lease writes no indexed column: a HOT update on the
         -- row's own page; the row stays in the claim index, and claims skip
-        -- it by its status.
+        -- it by its status. On a queue crowded with older leases
+        -- (jobq._crowded_queues) the lease parks the row instead, so that
+        -- leases do not pile up ahead of every later claim.
+        v_park := jobq._crowded_queues(v_plain.names, v_now);
         RETURN QUERY
         WITH leased AS (
             UPDATE jobq._job AS j
             SET status = 'running',
+                parked = (j.queue = ANY (v_park)),
                 attempts = j.attempts + 1,
                 lease_token = gen_random_uuid(),
                 lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],

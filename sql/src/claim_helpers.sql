@@ -117,6 +117,45 @@ $$;
 COMMENT ON FUNCTION jobq._plain_leases(text[], interval) IS
     'Names and leases of the queues of a claim when all are plain (no pause, limits or groups); NULLs otherwise.';
 
+CREATE FUNCTION jobq._crowded_queues(p_names text[], p_now timestamptz) RETURNS text[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    -- Older than this (and than the claiming transaction), a lease at the head is no passing one.
+    c_stale CONSTANT interval := interval '50 milliseconds';
+BEGIN
+    -- Which of the plain queues p_names are crowded with leases: the first
+    -- due entry of the queue's claim index is a job leased before the
+    -- claiming transaction began and over 50 ms before p_now. The fast path
+    -- leases in place (a HOT update: the row stays in the claim index until
+    -- it ends, heartbeats or is parked by reap after 10 s), and every claim
+    -- steps over the leased rows ahead of the ready ones. That is cheap
+    -- while leases are short; when they are held longer (a thousand workers
+    -- queueing behind PgBouncer for their acks, slow handlers, many
+    -- workers) thousands pile up at the head and every claim pays for all
+    -- of them. A claim on a crowded queue parks its own leases instead (out
+    -- of the claim index, an ordinary update). Costs one index probe per
+    -- queue; a head that is ready, scheduled, freshly leased or leased by
+    -- this transaction keeps the HOT lease.
+    RETURN ARRAY(
+        SELECT q.name
+        FROM unnest(p_names) AS q(name)
+        WHERE EXISTS (
+            SELECT
+            FROM (SELECT h.status, h.started_at
+                  FROM jobq._job AS h
+                  WHERE h.queue = q.name AND NOT h.parked AND h.run_at <= now()
+                  ORDER BY h.priority, h.run_at, h.id
+                  LIMIT 1) AS head
+            WHERE head.status = 'running' AND head.started_at < least(now(), p_now - c_stale)));
+END
+$$;
+COMMENT ON FUNCTION jobq._crowded_queues(text[], timestamptz) IS
+    'The plain queues whose claim index starts with a lease older than 50 ms (and than the transaction): their claims park.';
+
 CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
 RETURNS TABLE (id bigint, lease interval)
 LANGUAGE plpgsql

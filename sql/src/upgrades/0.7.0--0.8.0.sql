@@ -1,0 +1,55 @@
+-- jobq 0.7.0 → 0.8.0: claims that do not pile up behind their own leases. One line per change:
+--   * new jobq._crowded_queues(names, now): the plain queues whose claim index starts with a lease older
+--     than 50 ms
+--   * jobq._claim(): on such a crowded queue the fast path parks its leases (out of the claim index)
+--     instead of leasing in place, so a thousand workers whose acks queue behind PgBouncer, or many
+--     slow handlers, no longer make every claim step over thousands of leased rows
+--
+-- Applied by ALTER EXTENSION jobq UPDATE TO '0.8.0', or with psql -f / pyqueue
+-- upgrade on a database where jobq 0.7.0 is installed.
+
+DO $path$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    ELSE
+        PERFORM pg_catalog.set_config('jobq.caller_search_path', pg_catalog.current_setting('search_path'), false);
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
+    END IF;
+END
+$path$;
+
+DO $guard$
+BEGIN
+    IF jobq.version() <> '0.7.0' THEN
+        RAISE EXCEPTION 'jobq: this script upgrades 0.7.0 to 0.8.0, but version % is installed', jobq.version()
+            USING ERRCODE = 'JQ000', HINT = 'Apply the upgrade scripts in order, or use pyqueue upgrade.';
+    END IF;
+END
+$guard$;
+INSERT INTO jobq._migration (version) VALUES ('0.8.0');
+
+---------------------------------------------------------------------------
+-- functions
+---------------------------------------------------------------------------
+
+-- @replace-function jobq.version()
+
+-- @function jobq._crowded_queues(text[], timestamptz)
+
+-- @replace-function jobq._claim(text[], integer, text, interval)
+
+---------------------------------------------------------------------------
+-- privileges
+---------------------------------------------------------------------------
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+
+-- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
+DO $path$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', pg_catalog.current_setting('jobq.caller_search_path'), false);
+    END IF;
+END
+$path$;
