@@ -2,7 +2,8 @@
 tiny size and without any timing assertion (their figures are what
 ``make bench`` prints): the prune comparison empties both archives, the
 partitioned copy of the live table runs jobq unchanged, and the soak's
-verdict catches drift, growth and a slowing pickup. (The pooler's drain is
+verdict catches drift, growth and a slowing pickup, and the pooler counts
+the round of median ratio and refuses bad sizes. (The pooler's drain is
 exercised by tests/test_pooler_fleet.py.)"""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import psycopg
 import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
-from pyqueue.bench import prune, queue_partitions, soak
+from pyqueue.bench import pooler, prune, queue_partitions, soak
 from tests.conftest import proc_dsn
 from tests.coord_support import Conn, scalar
 
@@ -73,3 +74,21 @@ def test_the_soak_verdict_catches_what_it_is_for(samples: list[dict[str, Any]], 
 def test_a_slow_pickup_under_the_floor_is_still_stable() -> None:
     found = soak.verdict(series([5000.0] * 18, p99=[5.0] * 12 + [30.0] * 6), 10.0)
     assert found["p99_ms"]["ok"] is True  # six times slower, but under 50 ms
+
+
+@pytest.mark.parametrize(("ratios", "counted"), [
+    ([0.9, 0.6, 0.8], 0.8), ([0.7], 0.7), ([0.9, 0.5], 0.5), ([0.82, 0.95, 0.61, 0.7, 0.88], 0.82)])
+def test_the_pooler_counts_the_round_of_median_ratio(ratios: list[float], counted: float) -> None:
+    rounds = [{"ratio": r, "pooled": {"k": k}, "direct": {"k": k}} for k, r in enumerate(ratios)]
+    middle = pooler.median_round(rounds)
+    assert middle["ratio"] == counted
+    assert middle["pooled"] is rounds[ratios.index(counted)]["pooled"], "that round's own drains"
+
+
+@pytest.mark.parametrize("option", ["--rounds", "--jobs", "--consumers", "--batch"])
+def test_the_pooler_refuses_sizes_under_one(option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        pooler.main([option, "0"])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert option in error and "must be at least 1" in error, error

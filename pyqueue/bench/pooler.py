@@ -14,6 +14,9 @@ mode with ``--pool-size`` server connections (20):
    workers, and tests/test_pooler_fleet.py tests it);
 2. the direct drain: the same jobs taken by 16 consumers connected straight
    to the server (prepared statements, LISTEN on the same connection string);
+   the two drains run back to back for ``--rounds`` (3) rounds, and the
+   round with the median ratio counts (a shared machine's slow spells hit
+   both drains of a round);
 3. idle load: the thousand consumers idle (queue empty) through PgBouncer
    without LISTEN (``use_listen=False``: polling alone, the worst case),
    statements per second reaching the server over a window, with the
@@ -22,7 +25,10 @@ mode with ``--pool-size`` server connections (20):
 
 Every job is counted by id: lost (never handled) and duplicated (handled
 twice) jobs are reported and must be 0, as must connection errors (every
-WARNING the workers log, and every consumer that raised). The drain ratio
+WARNING the workers log, and every consumer that raised). Once a second
+during each drain the leases are counted: those in the claim index (leased
+in place, which every claim steps over) and those parked out of it (jobq
+0.8 parks the leases of a claim behind older ones). The drain ratio
 pooled / direct is issue 16's goal (at least 0.8). ``make bench`` runs it
 after ``pyqueue bench``; ``--quick`` scales everything down.
 """
@@ -30,25 +36,22 @@ after ``pyqueue bench``; ``--quick`` scales everything down.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import shutil
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from statistics import median_low
+from typing import Any
 
 import psycopg
 
-import pyqueue.aio
-from pyqueue.bench import sql_loops
+from pyqueue.bench import pooled_consumers, sql_loops
 from pyqueue.bench.config import STEP_TIMEOUT
-from pyqueue.bench.harness import BenchError, Role, Run, Signals, Task, progress
+from pyqueue.bench.harness import BenchError, Role, Run, progress
 from pyqueue.bench.pgbouncer import PgBouncer
 from pyqueue.bench.report import format_table
 from pyqueue.bench.suite import LOCAL_SETTINGS, database
@@ -60,6 +63,9 @@ QUEUE = f"{sql_loops.QUEUE_PREFIX}pooler"
 DIRECT_CONSUMERS = 16  # issue 16: "the same drain with 16 direct connections"
 GOAL = 0.8  # pooled drain / direct drain
 PROGRESS_POLL = 0.02  # seconds between looks at the drain's progress
+LEASE_SAMPLE = 1.0  # seconds between counts of the leases in and out of the claim index
+LEASES = ("SELECT count(*) FILTER (WHERE NOT parked), count(*) FILTER (WHERE parked) "
+          "FROM jobq._job WHERE queue = %s AND status = 'running'")
 STEADY_FROM, STEADY_TO = 0.1, 0.9  # the part of a drain its steady rate is taken from
 FIXED_POLL = 5.0  # seconds: the idle comparison without backoff (pyqueue's default poll_interval)
 
@@ -71,78 +77,20 @@ class Settings:
     jobs: int = 100_000
     pool_size: int = 20
     batch: int = 10
+    rounds: int = 3  # of the pooled and the direct drain, back to back; the median ratio counts
     idle_settle: float = 40.0  # seconds idle consumers get before the window (backoff reaches its cap)
     idle_window: float = 20.0  # seconds of idle load measured
 
 
-QUICK = Settings(consumers=200, processes=2, jobs=20_000, idle_settle=10.0, idle_window=10.0)
-
-
-# --- the consumer processes ------------------------------------------------------------------
-
-class Warnings(logging.Handler):
-    """Counts what the workers log at WARNING or above (lost connections,
-    failed claims): each is a connection error for this benchmark."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-def consumers(task: Task, signals: Signals) -> None:
-    """task.options["consumers"] pyqueue.aio.listen loops on task.dsn (with
-    task.options' listen settings) until stopped; then report the ids they
-    handled and the errors they saw as one sample."""
-    asyncio.run(_consume(task, signals))
-
-
-async def _consume(task: Task, signals: Signals) -> None:
-    warnings = Warnings()
-    logging.getLogger("pyqueue.worker").addHandler(warnings)
-    handled: list[int] = []
-    stop = asyncio.Event()
-    options = dict(task.options)
-    count = int(options.pop("consumers"))
-    report = Path(str(options.pop("report")))
-
-    async def handle(job: pyqueue.aio.AsyncJob) -> None:
-        handled.append(job.id)
-        signals.add(1)
-
-    signals.ready()
-    loops = [asyncio.create_task(pyqueue.aio.listen(
-        task.dsn, task.queue, handle, stop=stop, batch_size=task.batch, handle_signals=False,
-        reap_interval=None, run_schedules=False, worker_name=f"{task.worker}-{k}", **options))
-        for k in range(count)]
-    while not signals.stopped:
-        await asyncio.sleep(0.05)
-    # Report first, to a file of its own (a sample through the harness's
-    # queue was lost when a process with hundreds of connections took longer
-    # to close them than the harness waits): the jobs were all handled and
-    # acknowledged before the stop.
-    done = [loop for loop in loops if loop.done()]
-    raised = [repr(loop.exception()) for loop in done if not loop.cancelled() and loop.exception()]
-    report.write_text(json.dumps({"handled": handled, "errors": warnings.messages + raised}))
-    stop.set()
-    await asyncio.gather(*loops, return_exceptions=True)
+QUICK = Settings(consumers=200, processes=2, jobs=20_000, rounds=1, idle_settle=10.0, idle_window=10.0)
 
 
 def consumer_role(dsn: str, settings: Settings, consumers_total: int, processes: int,
                   options: dict[str, Any]) -> Role:
-    per_process = [consumers_total // processes + (1 if k < consumers_total % processes else 0)
-                   for k in range(processes)]
-    reports = temporary_directory("jobq-bench-pooler-")
-    tasks = [Task(dsn, QUEUE, settings.batch, f"consumer-{k + 1}",
-                  options={"consumers": n, "report": str(reports / f"consumer-{k + 1}.json"), **options})
-             for k, n in enumerate(per_process) if n]
-    return Role(consumers, tasks)
-
-
-def reports_of(role: Role) -> list[Path]:
-    return [Path(str(task.options["report"])) for task in role.tasks]
+    """``consumers_total`` asyncio consumers of the benchmark's queue in
+    ``processes`` processes (``pyqueue.bench.pooled_consumers``)."""
+    return pooled_consumers.role(dsn, QUEUE, settings.batch, consumers_total=consumers_total,
+                                 processes=processes, options=options)
 
 
 # --- measuring -------------------------------------------------------------------------------
@@ -165,21 +113,6 @@ def idle_load(run: Run, conn: sql_loops.Conn, settings: Settings) -> float:
     return (statements(conn) - before - 2) / (time.perf_counter() - started - 1.0)  # -2: our own reads
 
 
-def collect(reports: list[Path]) -> tuple[Counter[int], list[str]]:
-    """Every job id the consumer processes handled (with how often) and every
-    error they saw, from the report each wrote as it stopped."""
-    handled: Counter[int] = Counter()
-    errors: list[str] = []
-    for path in reports:
-        if not path.exists():
-            errors.append(f"{path.stem} reported nothing")
-            continue
-        found = cast("dict[str, Any]", json.loads(path.read_text()))
-        handled.update(found["handled"])
-        errors += found["errors"]
-    return handled, errors
-
-
 def steady_rate(points: list[tuple[float, int]], jobs: int) -> float:
     """Jobs/s between the moments 10 % and 90 % of the jobs had been handled:
     the drain without its start (a thousand consumers connecting) and its
@@ -200,19 +133,24 @@ def drain(dsn: str, conn: sql_loops.Conn, role: Role, settings: Settings) -> dic
                                              (QUEUE, first_id)).fetchall()}
     sql_loops.vacuum(conn, "jobq._job")
     progress_points: list[tuple[float, int]] = []
+    leases: list[tuple[int, int]] = []  # (in the claim index, parked), once a second
     with Run([role], timeout=STEP_TIMEOUT) as run:
         while (count := run.counted()) < settings.jobs:
-            if time.perf_counter() - run.started_at > STEP_TIMEOUT:
+            now = time.perf_counter() - run.started_at
+            if now > STEP_TIMEOUT:
                 raise BenchError(f"only {count:,} of {settings.jobs:,} jobs handled in {STEP_TIMEOUT:g} s")
-            progress_points.append((time.perf_counter() - run.started_at, count))
+            progress_points.append((now, count))
+            if now >= LEASE_SAMPLE * len(leases):
+                row = conn.execute(LEASES, (QUEUE,)).fetchone()
+                leases.append((int(row[0]), int(row[1])) if row else (0, 0))
             run.sleep(PROGRESS_POLL)
         handled_at = time.perf_counter() - run.started_at
         progress_points.append((handled_at, settings.jobs))
         wait_until_acknowledged(conn, QUEUE, run.started_at + STEP_TIMEOUT)
         acknowledged = time.perf_counter() - run.started_at
         run.close()
-    handled, errors = collect(reports_of(role))
-    shutil.rmtree(reports_of(role)[0].parent, ignore_errors=True)
+    handled, errors = pooled_consumers.collect(pooled_consumers.reports_of(role))
+    shutil.rmtree(pooled_consumers.reports_of(role)[0].parent, ignore_errors=True)
     duplicated = sum(n - 1 for n in handled.values() if n > 1)
     return {
         "consumers": sum(int(t.options["consumers"]) for t in role.tasks),
@@ -227,7 +165,20 @@ def drain(dsn: str, conn: sql_loops.Conn, role: Role, settings: Settings) -> dic
         "strangers": len(set(handled) - ids),
         "connection_errors": len(errors),
         "errors_seen": errors[:5],
+        "leases_in_claim_index": spread([n for n, _ in leases]),
+        "leases_parked": spread([n for _, n in leases]),
     }
+
+
+def spread(counts: list[int]) -> dict[str, int]:
+    """The median and the largest of a drain's per-second lease counts."""
+    return {"median": median_low(counts), "max": max(counts)} if counts else {"median": 0, "max": 0}
+
+
+def lease_counts(found: dict[str, Any]) -> str:
+    inside, parked = found["leases_in_claim_index"], found["leases_parked"]
+    return (f"{inside['median']:,} / {inside['max']:,} in the claim index, "
+            f"{parked['median']:,} / {parked['max']:,} parked")
 
 
 def idle_only(conn: sql_loops.Conn, role: Role, settings: Settings) -> float:
@@ -236,7 +187,7 @@ def idle_only(conn: sql_loops.Conn, role: Role, settings: Settings) -> float:
         with Run([role], timeout=STEP_TIMEOUT) as run:
             return idle_load(run, conn, settings)
     finally:
-        shutil.rmtree(reports_of(role)[0].parent, ignore_errors=True)
+        shutil.rmtree(pooled_consumers.reports_of(role)[0].parent, ignore_errors=True)
 
 
 @contextmanager
@@ -254,22 +205,37 @@ def bouncer(dsn: str, settings: Settings) -> Iterator[PgBouncer]:
         running.stop()
 
 
+def drains(dsn: str, pooled_dsn: str, conn: sql_loops.Conn, settings: Settings) -> list[dict[str, Any]]:
+    """``settings.rounds`` rounds of the pooled drain, then the direct one."""
+    rounds = []
+    for k in range(settings.rounds):
+        progress(f"pooler: round {k + 1} of {settings.rounds}: {settings.consumers} consumers in "
+                 f"{settings.processes} processes draining {settings.jobs:,} jobs through PgBouncer")
+        # Polling, not LISTENing: a direct LISTEN connection each would be
+        # 1,000 server connections, which is what the pooler is there to avoid.
+        pooled = drain(dsn, conn, consumer_role(pooled_dsn, settings, settings.consumers, settings.processes,
+                                                {"use_listen": False}), settings)
+        direct = drain(dsn, conn, consumer_role(dsn, settings, DIRECT_CONSUMERS,
+                                                min(settings.processes, DIRECT_CONSUMERS), {}), settings)
+        rate = direct["steady_jobs_per_s"]
+        rounds.append({"pooled": pooled, "direct": direct,
+                       "ratio": round(pooled["steady_jobs_per_s"] / rate, 3) if rate else 0.0})
+        progress(f"pooler: through PgBouncer {pooled['steady_jobs_per_s']:,.0f} jobs/s, {DIRECT_CONSUMERS} "
+                 f"direct connections {rate:,.0f} jobs/s (10-90 %): {rounds[-1]['ratio']:.2f}")
+    return rounds
+
+
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round whose pooled / direct ratio is the median (the lower of the
+    two middle ones of an even count). Pooled and direct run back to back in
+    each round, so a slower spell of a shared machine hits both."""
+    return sorted(rounds, key=lambda r: float(r["ratio"]))[(len(rounds) - 1) // 2]
+
+
 def pooler(dsn: str, conn: sql_loops.Conn, settings: Settings) -> dict[str, Any]:
     with bouncer(dsn, settings) as pgb:
         progress(f"pooler: PgBouncer {pgb.port} (transaction mode, {settings.pool_size} server connections)")
-        # Polling, not LISTENing: a direct LISTEN connection each would be
-        # 1,000 server connections, which is what the pooler is there to avoid.
-        pooled_role = consumer_role(pgb.dsn, settings, settings.consumers, settings.processes,
-                                    {"use_listen": False})
-        progress(f"pooler: {settings.consumers} consumers in {settings.processes} processes draining "
-                 f"{settings.jobs:,} jobs through PgBouncer")
-        pooled = drain(dsn, conn, pooled_role, settings)
-        progress(f"pooler: through PgBouncer {pooled['steady_jobs_per_s']:,.0f} jobs/s (10-90 %)")
-        direct_role = consumer_role(dsn, settings, DIRECT_CONSUMERS,
-                                    min(settings.processes, DIRECT_CONSUMERS), {})
-        direct = drain(dsn, conn, direct_role, settings)
-        progress(f"pooler: {DIRECT_CONSUMERS} direct connections {direct['steady_jobs_per_s']:,.0f} jobs/s "
-                 "(10-90 %)")
+        rounds = drains(dsn, pgb.dsn, conn, settings)
         polling = {"use_listen": False}
         progress(f"pooler: idle load of {settings.consumers} polling consumers through PgBouncer")
         backoff = idle_only(conn, consumer_role(pgb.dsn, settings, settings.consumers,
@@ -279,19 +245,24 @@ def pooler(dsn: str, conn: sql_loops.Conn, settings: Settings) -> dict[str, Any]
             {**polling, "poll_interval": FIXED_POLL, "max_poll_interval": FIXED_POLL}),
             replace(settings, idle_settle=min(settings.idle_settle, 2 * FIXED_POLL)))
         pools = pgb.show("POOLS")
-    ratio = pooled["steady_jobs_per_s"] / direct["steady_jobs_per_s"] if direct["steady_jobs_per_s"] else 0.0
+    middle = median_round(rounds)
+    pooled, direct = middle["pooled"], middle["direct"]
     whole = pooled["jobs_per_s"] / direct["jobs_per_s"] if direct["jobs_per_s"] else 0.0
+    every = [r[name] for r in rounds for name in ("pooled", "direct")]
     checks = {
-        "ratio": round(ratio, 3),
+        "ratio": middle["ratio"],
         "whole_drain_ratio": round(whole, 3),
-        "ratio_ok": ratio >= GOAL,
-        "exactly_once": pooled["lost"] == pooled["duplicated"] == direct["lost"] == direct["duplicated"] == 0,
-        "no_connection_errors": pooled["connection_errors"] == direct["connection_errors"] == 0,
+        "ratio_ok": middle["ratio"] >= GOAL,
+        "exactly_once": all(d["lost"] == d["duplicated"] == 0 for d in every),
+        "no_connection_errors": all(d["connection_errors"] == 0 for d in every),
     }
     return {
         "settings": settings.__dict__,
         "pooled": pooled,
         "direct": direct,
+        "rounds": [{"pooled_jobs_per_s": r["pooled"]["steady_jobs_per_s"],
+                    "direct_jobs_per_s": r["direct"]["steady_jobs_per_s"], "ratio": r["ratio"]}
+                   for r in rounds],
         "idle_statements_per_s": {"backoff": round(backoff, 1), "fixed_5s": round(fixed, 1),
                                   "consumers": settings.consumers},
         "pgbouncer_pools": [{k: v for k, v in p.items() if k in ("database", "cl_active", "cl_waiting",
@@ -313,12 +284,16 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join([
         format_table(["drain", "consumers", "processes", "jobs/s (10-90 %)", "jobs/s (whole)", "lost",
                       "duplicated", "connection errors"], rows),
-        f"pooled / direct, 10-90 % of the drain: {checks['ratio']:.2f} (goal >= {GOAL}): "
+        "pooled / direct, 10-90 % of the drain, round by round: "
+        + ", ".join(f"{r['ratio']:.2f}" for r in result["rounds"]) + "; the median round's (above): "
+        f"{checks['ratio']:.2f} (goal >= {GOAL}): "
         f"{'ok' if checks['ratio_ok'] else 'FAILED'}; the whole drain, with a thousand connections "
         f"opening: {checks['whole_drain_ratio']:.2f}",
         f"idle load, {idle['consumers']} polling consumers through PgBouncer: {idle['backoff']:,.1f} "
         f"statements/s with the polling backoff (30 s cap), {idle['fixed_5s']:,.1f} with a fixed 5 s "
         "interval",
+        "leases during the drains (median / max of the per-second counts): "
+        f"through PgBouncer {lease_counts(result['pooled'])}; direct {lease_counts(result['direct'])}",
         f"exactly once: {'ok' if checks['exactly_once'] else 'FAILED'}; no connection errors: "
         f"{'ok' if checks['no_connection_errors'] else 'FAILED'}",
     ])
@@ -332,14 +307,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--consumers", type=int, help="consumers through PgBouncer (1000)")
     parser.add_argument("--processes", type=int, help="processes they run in (4)")
     parser.add_argument("--jobs", type=int, help="jobs per drain (100000)")
-    parser.add_argument("--batch", type=int, help="jobs per claim, both drains (100)")
+    parser.add_argument("--batch", type=int, help="jobs per claim, both drains (10)")
+    parser.add_argument("--rounds", type=int, help="rounds of the two drains, the median counts (3)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"results file ({DEFAULT_JSON})")
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else Settings()
     overrides = {k: v for k, v in (("consumers", args.consumers), ("processes", args.processes),
-                                   ("jobs", args.jobs), ("batch", args.batch)) if v is not None}
+                                   ("jobs", args.jobs), ("batch", args.batch), ("rounds", args.rounds))
+                 if v is not None}
     if any(v < 1 for v in overrides.values()):
-        parser.error("--consumers, --processes, --jobs and --batch must be at least 1")
+        parser.error("--consumers, --processes, --jobs, --batch and --rounds must be at least 1")
     settings = replace(settings, **overrides)
     try:
         with database(args.dsn, LOCAL_SETTINGS) as (dsn, _mode), sql_loops.connect(dsn) as conn:
