@@ -233,7 +233,11 @@ def test_a_script_install_upgrades_its_archive_too(database: Conn) -> None:
     database.execute("SELECT jobq.configure_queue('q0', retention => '10 days')")
     fill(database, 2000)
     before = database.execute(CHECKSUM).fetchone()
-    database.execute((SQL_DIR / f"jobq--0.6.0--{default_version()}.sql").read_text())
+    version = "0.6.0"
+    while version != default_version():  # each step script in turn, as psql -f would apply them
+        [step] = SQL_DIR.glob(f"jobq--{version}--*.sql")
+        database.execute(step.read_text())
+        version = step.name.removesuffix(".sql").split("--")[2]
     database.execute("RESET search_path")
     assert database.execute(CHECKSUM).fetchone() == before
     assert scalar(database, "SELECT jobq.prune()") == 500, "the expired fourth of the rows"
