@@ -3,11 +3,20 @@ tiny size and without any timing assertion (their figures are what
 ``make bench`` prints): the prune comparison empties both archives, the
 partitioned copy of the live table runs jobq unchanged, and the soak's
 verdict catches drift, growth and a slowing pickup, and the pooler counts
-the round of median ratio and refuses bad sizes. (The pooler's drain is
-exercised by tests/test_pooler_fleet.py.)"""
+the round of median ratio and refuses bad sizes. A bench program stopped by
+SIGTERM mid-drain stops its driver processes, PgBouncer and its throwaway
+server before it exits. (The pooler's drain is exercised by
+tests/test_pooler_fleet.py.)"""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -15,8 +24,10 @@ import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.bench import pooler, prune, queue_partitions, soak
+from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
 from tests.conftest import proc_dsn
 from tests.coord_support import Conn, scalar
+from tests.worker_support import wait_until
 
 
 def test_the_prune_benchmark_empties_both_archives(postgresql_proc: PostgreSQLExecutor) -> None:
@@ -92,3 +103,78 @@ def test_the_pooler_refuses_sizes_under_one(option: str, capsys: pytest.CaptureF
     assert stopped.value.code == 2
     error = capsys.readouterr().err
     assert option in error and "must be at least 1" in error, error
+
+
+def descendants(root: int) -> set[int]:
+    """The live processes below ``root`` (children, their children, ...)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z"
+    except OSError:
+        return False
+
+
+def processes_naming(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_a_bench_program_stopped_by_sigterm_stops_what_it_started(tmp_path: Path) -> None:
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "pyqueue.bench.pooler", "--quick", "--consumers", "40", "--processes", "2",
+         "--jobs", "60000", "--json", str(tmp_path / "pooler.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert bench.stderr is not None
+        first = bench.stderr.readline()
+        started = re.search(r"starting a throwaway PostgreSQL server in (\S+)", first)
+        assert started, first
+        directory = started.group(1)
+        dsn = f"host={directory} port={LOCAL_PORT} user=postgres dbname={LOCAL_DATABASE}"
+
+        def draining() -> bool:
+            try:
+                with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
+                    return bool(scalar(conn, "SELECT count(*) FROM jobq._job WHERE status = 'running'"))
+            except psycopg.Error:
+                return False
+
+        wait_until(draining, "the consumers to hold leases", timeout=120)
+        below = descendants(bench.pid)
+        server = processes_naming(directory)
+        assert len(below) >= 3 and server, (below, server)  # forkserver, 2 consumers, PgBouncer; the server
+        bench.send_signal(signal.SIGTERM)
+        _, err = bench.communicate(timeout=90)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    assert bench.returncode == 128 + signal.SIGTERM, err
+    assert "SIGTERM: stopping the drivers and the servers first" in err
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(pid) for pid in below | set(server)):
+        time.sleep(0.1)
+    assert not [pid for pid in below | set(server) if alive(pid)], "processes left running"
+    assert not Path(directory).exists(), "the throwaway server's directory is deleted"

@@ -19,11 +19,12 @@ import contextlib
 import ctypes
 import multiprocessing
 import queue as queue_module
+import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
@@ -41,6 +42,30 @@ PRELOAD = ["psycopg", "pyqueue", "pyqueue.bench.sql_loops", "pyqueue.bench.worke
 def progress(message: str) -> None:
     """One line of progress on stderr (stdout gets the results table)."""
     print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """While in the block (in the main thread), the first SIGTERM raises
+    SystemExit(143), so the with-blocks it interrupts unwind: the driver
+    processes are stopped and joined, PgBouncer and the throwaway server
+    stopped and deleted. By default SIGTERM ends the program at once and
+    leaves all of them running. A second SIGTERM acts as it would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, previous)
+        progress("SIGTERM: stopping the drivers and the servers first")
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def ratio(value: float, floor: float) -> float | None:

@@ -57,7 +57,7 @@ import psycopg
 from pyqueue import schema
 from pyqueue.bench import chart, drains, profiling, report, sql_loops, throughput, worker_loops, workflows
 from pyqueue.bench.config import QUICK, Config
-from pyqueue.bench.harness import BenchError, progress
+from pyqueue.bench.harness import BenchError, progress, sigterm_unwinds
 from pyqueue.bench.throughput import STATISTICS
 from pyqueue.localserver import LocalServer, temporary_directory
 
@@ -253,7 +253,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 @contextlib.contextmanager
 def database(dsn: str | None, settings: dict[str, str]) -> Iterator[tuple[str, str]]:
     """The DSN to benchmark and the mode: the given database (jobq must be
-    installed), or a throwaway local server, stopped and deleted afterwards."""
+    installed), or a throwaway local server, stopped and deleted afterwards
+    — also when the program is stopped by SIGTERM (``sigterm_unwinds``)."""
+    with sigterm_unwinds():
+        yield from _database(dsn, settings)
+
+
+def _database(dsn: str | None, settings: dict[str, str]) -> Iterator[tuple[str, str]]:
     if dsn:
         with sql_loops.connect(dsn) as conn:
             if conn.execute("SELECT to_regproc('jobq.version')").fetchone() == (None,):
