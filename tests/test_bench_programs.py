@@ -15,7 +15,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from pyqueue.bench import pooler, prune, queue_partitions, soak
 from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
 from tests.conftest import proc_dsn
 from tests.coord_support import Conn, scalar
+from tests.process_support import descendants, processes_mentioning, running
 from tests.worker_support import wait_until
 
 
@@ -105,42 +105,6 @@ def test_the_pooler_refuses_sizes_under_one(option: str, capsys: pytest.CaptureF
     assert option in error and "must be at least 1" in error, error
 
 
-def descendants(root: int) -> set[int]:
-    """The live processes below ``root`` (children, their children, ...)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found: set[int] = set()
-    frontier = {root}
-    while frontier:
-        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z"
-    except OSError:
-        return False
-
-
-def processes_naming(text: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
 def test_a_bench_program_stopped_by_sigterm_stops_what_it_started(tmp_path: Path) -> None:
     bench = subprocess.Popen(
         [sys.executable, "-m", "pyqueue.bench.pooler", "--quick", "--consumers", "40", "--processes", "2",
@@ -164,7 +128,7 @@ def test_a_bench_program_stopped_by_sigterm_stops_what_it_started(tmp_path: Path
 
         wait_until(draining, "the consumers to hold leases", timeout=120)
         below = descendants(bench.pid)
-        server = processes_naming(directory)
+        server = processes_mentioning(directory)
         assert len(below) >= 3 and server, (below, server)  # forkserver, 2 consumers, PgBouncer; the server
         bench.send_signal(signal.SIGTERM)
         _, err = bench.communicate(timeout=90)
@@ -173,8 +137,7 @@ def test_a_bench_program_stopped_by_sigterm_stops_what_it_started(tmp_path: Path
             bench.kill()
     assert bench.returncode == 128 + signal.SIGTERM, err
     assert "SIGTERM: stopping the drivers and the servers first" in err
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(alive(pid) for pid in below | set(server)):
-        time.sleep(0.1)
-    assert not [pid for pid in below | set(server) if alive(pid)], "processes left running"
+    started_here = below | set(server)
+    wait_until(lambda: not any(running(pid) for pid in started_here), "every process it started to end",
+               timeout=10)
     assert not Path(directory).exists(), "the throwaway server's directory is deleted"

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.process_support import processes_mentioning, running
 
 DEMO_TIMEOUT = 180  # seconds the quick demo may take, server start and stop included
 STOP_TIMEOUT = 60  # seconds an interrupted demo may take to clean up
@@ -20,30 +21,6 @@ SERVER_DIR = re.compile(r"starting a throwaway PostgreSQL in (\S+)")
 
 def demo_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "pyqueue", "demo", *args]
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Pids of the processes whose command line contains text."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue  # gone meanwhile, or not ours to read
-        if text in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def running(pid: int) -> bool:
-    """Whether pid is a live process (a zombie waiting for its reaper is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def server_dir(output: str) -> Path:

@@ -176,6 +176,7 @@ def spread(counts: list[int]) -> dict[str, int]:
 
 
 def lease_counts(found: dict[str, Any]) -> str:
+    """One drain's lease counts for the summary."""
     inside, parked = found["leases_in_claim_index"], found["leases_parked"]
     return (f"{inside['median']:,} / {inside['max']:,} in the claim index, "
             f"{parked['median']:,} / {parked['max']:,} parked")
@@ -205,7 +206,7 @@ def bouncer(dsn: str, settings: Settings) -> Iterator[PgBouncer]:
         running.stop()
 
 
-def drains(dsn: str, pooled_dsn: str, conn: sql_loops.Conn, settings: Settings) -> list[dict[str, Any]]:
+def drain_rounds(dsn: str, pooled_dsn: str, conn: sql_loops.Conn, settings: Settings) -> list[dict[str, Any]]:
     """``settings.rounds`` rounds of the pooled drain, then the direct one."""
     rounds = []
     for k in range(settings.rounds):
@@ -235,7 +236,7 @@ def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def pooler(dsn: str, conn: sql_loops.Conn, settings: Settings) -> dict[str, Any]:
     with bouncer(dsn, settings) as pgb:
         progress(f"pooler: PgBouncer {pgb.port} (transaction mode, {settings.pool_size} server connections)")
-        rounds = drains(dsn, pgb.dsn, conn, settings)
+        rounds = drain_rounds(dsn, pgb.dsn, conn, settings)
         polling = {"use_listen": False}
         progress(f"pooler: idle load of {settings.consumers} polling consumers through PgBouncer")
         backoff = idle_only(conn, consumer_role(pgb.dsn, settings, settings.consumers,
