@@ -60,6 +60,7 @@ class JobRecord:
         self._acknowledged = False  # completed, failed, released or snoozed through this object
         self._settled = False  # ... and that acknowledgement reached the database
         self._lease_lost = False
+        self._timed_out = False  # a worker failed it (or cancelled its handler) at its timeout
         self._lease_seconds: float | None = None
         self._result: Jsonb | None = None  # jobq 0.6: the handler's result, encoded (None: none)
 
@@ -82,6 +83,9 @@ class JobRecord:
     def _mark_lease_lost(self) -> None:
         self._lease_lost = True
 
+    def _mark_timed_out(self) -> None:
+        self._timed_out = True
+
     @property
     def acknowledged(self) -> bool:
         """True once this object completed, failed or released the job."""
@@ -91,6 +95,11 @@ class JobRecord:
     def lease_lost(self) -> bool:
         """True when a worker's heartbeat found the lease gone (reaped or cancelled)."""
         return self._lease_lost
+
+    @property
+    def timed_out(self) -> bool:
+        """True once a worker failed the job because it ran past its timeout."""
+        return self._timed_out
 
     @property
     def lease_seconds(self) -> float | None:

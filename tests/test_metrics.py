@@ -17,7 +17,7 @@ import asyncio
 import json
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -26,6 +26,7 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 import pyqueue
 import pyqueue.aio
 from pyqueue.metrics import DatabaseCollector, exposition
+from pyqueue.metrics.worker import WorkerMetrics
 from tests.conftest import proc_dsn
 from tests.metrics_support import (
     Conn,
@@ -155,6 +156,39 @@ def test_an_async_worker_serves_the_same_metrics(conn: Conn, dsn: str) -> None:
     assert outcomes(samples, queue) == {"completed": 3, "failed": 3, "timeout": 1}
     assert samples[key("pyqueue_pickup_delay_seconds_count", queue=queue)] == 7
     assert bucket(samples, "pyqueue_pickup_delay_seconds", "60.0", queue=queue) == 7
+
+
+def test_an_async_handler_cancelled_by_the_stop_counts_as_shutdown(conn: Conn, dsn: str) -> None:
+    queue = "ay"
+    stuck = enqueue_sql(conn, queue, {"sleep": 3600}, timeout="interval '1 hour'")
+    started = threading.Event()
+
+    async def handle(job: pyqueue.aio.AsyncJob) -> None:
+        started.set()
+        await asyncio.sleep(job.payload["sleep"])
+
+    worker = pyqueue.aio.AsyncWorker(dsn, metrics_port=free_port(), poll_interval=0.2, shutdown_timeout=0.2)
+    worker.register(queue, handle)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(worker.run(handle_signals=False))
+        try:
+            assert await asyncio.to_thread(started.wait, 30)
+        finally:
+            worker.stop()
+            await asyncio.wait_for(task, 60)
+
+    asyncio.run(scenario())
+    # The server closed with run(): read the worker's own series (not the
+    # database collector's, which would open a connection again).
+    metrics = cast(WorkerMetrics, worker._observer)
+    samples = {key(sample.name, **sample.labels): sample.value
+               for series in (metrics.duration, metrics.in_flight) for family in series.collect()
+               for sample in family.samples}
+    assert outcomes(samples, queue) == {"shutdown": 1}
+    assert samples[key("pyqueue_jobs_in_flight", queue=queue)] == 0.0
+    assert scalar(conn, "SELECT attempts FROM jobq.jobs WHERE id = %s", (stuck,)) == 1
+    assert "shutdown timeout" in str(scalar(conn, "SELECT last_error FROM jobq.jobs WHERE id = %s", (stuck,)))
 
 
 def collected(collector: DatabaseCollector) -> tuple[Samples, dict[str, str]]:

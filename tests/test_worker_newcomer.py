@@ -415,15 +415,19 @@ def test_a_handler_that_timed_out_does_not_keep_the_worker_from_other_jobs(conn:
 def test_listen_with_a_handler_fails_a_job_that_runs_past_its_timeout(conn: Conn, dsn: str) -> None:
     slow = pyqueue.enqueue(conn, "to", {}, timeout=1)
     stop = threading.Event()
+    told: list[bool] = []
 
     def handle(job: pyqueue.Job) -> None:
         try:
+            assert not job.timed_out
             wait_until(lambda: timed_out(conn, slow), "the timeout, while the handler runs")
+            told.append(job.timed_out)  # what the metrics' outcome reads
         finally:
             stop.set()
 
     pyqueue.listen(dsn, "to", handle, stop=stop, handle_signals=False, poll_interval=0.5)
     assert_failed_by_timeout(conn, slow)
+    assert told == [True]
 
 
 def test_the_iterator_fails_a_job_kept_past_its_timeout(conn: Conn, dsn: str) -> None:
@@ -432,6 +436,7 @@ def test_the_iterator_fails_a_job_kept_past_its_timeout(conn: Conn, dsn: str) ->
         for job in jobs:
             with job:
                 wait_until(lambda: timed_out(conn, slow), "the timeout, inside the with block")
+                assert job.timed_out
             break
     assert_failed_by_timeout(conn, slow)
 
@@ -447,12 +452,14 @@ def test_the_async_worker_cancels_a_handler_that_runs_past_its_timeout(conn: Con
 
         @worker.handler("to")
         async def handle(job: aio.AsyncJob) -> None:
+            assert not job.timed_out
             if job.id == quick:
                 return
             try:
                 await asyncio.sleep(3600)
             except asyncio.CancelledError:
-                cancelled.append(job.id)
+                if job.timed_out:  # told before the cancel arrives: the metrics' outcome reads it
+                    cancelled.append(job.id)
                 raise
 
         async def stop_when_done() -> None:
@@ -491,6 +498,7 @@ def test_async_listen_cancels_a_handler_and_the_iterator_fails_a_job_past_its_ti
                 async with job:
                     while not timed_out(conn, in_loop):
                         await asyncio.sleep(0.05)
+                    assert job.timed_out
                 break
 
     asyncio.run(main())

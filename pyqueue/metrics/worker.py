@@ -48,8 +48,8 @@ PICKUP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.
 OUTCOMES = ("completed", "failed", "timeout", "shutdown", "lease_lost", "acknowledged")
 
 
-def outcome(job: JobRecord, error: BaseException | None, seconds: float) -> str:
-    """How a handler run ended, once it returned (or raised ``error``) after ``seconds``.
+def outcome(job: JobRecord, error: BaseException | None) -> str:
+    """How a handler run ended, once it returned (or raised ``error``).
 
     - ``timeout``: it ran past the job's timeout and the worker failed the job
       (sync: at the timeout, whatever the handler did later; async: cancelled);
@@ -60,11 +60,10 @@ def outcome(job: JobRecord, error: BaseException | None, seconds: float) -> str:
       (``job.complete()``, ``fail()``, ``release()`` or ``snooze()``);
     - ``completed``: it returned, and the worker completes the job.
     """
-    late = job.timeout is not None and seconds >= job.timeout.total_seconds()
-    if isinstance(error, asyncio.CancelledError):
-        return "timeout" if late else "shutdown"
-    if late and job.acknowledged:
+    if job.timed_out:  # told by the worker, not guessed from ``seconds``: its clock started first
         return "timeout"
+    if isinstance(error, asyncio.CancelledError):
+        return "shutdown"
     if job.lease_lost:
         return "lease_lost"
     if error is not None:
@@ -106,7 +105,7 @@ class _Run:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         seconds = time.monotonic() - self.started
-        self.series.ended(outcome(self.job, error, seconds), seconds)
+        self.series.ended(outcome(self.job, error), seconds)
 
 
 class WorkerMetrics(Observer):

@@ -156,6 +156,7 @@ class RunningJobs:
     def expire(self, job: JobRecord, error: str) -> None:
         """Fail a running job at once (its timeout passed)."""
         if self.acks.fail_later(job, error):
+            job._mark_timed_out()
             log_failed(job, error)
             self.flush()
             if self.on_expire is not None:
@@ -225,6 +226,8 @@ async def _supervise(task: asyncio.Future[object], job: AsyncJob, stop: asyncio.
                 continue
             if loop.time() < until:
                 continue
+            if shutdown_at > deadline:
+                job._mark_timed_out()  # before the cancel reaches the handler (and its observers)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             if shutdown_at <= deadline:
