@@ -202,8 +202,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
 
     def _expire(self, job: JobRecord, error: str) -> None:
         self._timers.pop(job.id, None)
-        if self.acks.fail_later(job, error):
-            job._mark_timed_out()
+        if self.acks.expire_later(job, error):
             log_failed(job, error)
             task = asyncio.create_task(self.flush())
             self._expiring.add(task)

@@ -124,6 +124,14 @@ class Acks:
     def release_later(self, job: JobRecord) -> bool:
         return self._add(job, lambda batch: batch.releases.append(job))
 
+    def expire_later(self, job: JobRecord, error: str) -> bool:
+        """``fail_later`` for a job past its timeout: it is marked timed out
+        in the same step, before anyone can see it acknowledged."""
+        def put(batch: AckBatch) -> None:
+            job._mark_timed_out()
+            batch.fails.append((job, error))
+        return self._add(job, put)
+
     def _add(self, job: JobRecord, put: Callable[[AckBatch], None]) -> bool:
         with self._lock:  # the batch is looked up under the lock: take() swaps it
             if job.acknowledged:

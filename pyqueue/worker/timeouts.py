@@ -155,8 +155,7 @@ class RunningJobs:
 
     def expire(self, job: JobRecord, error: str) -> None:
         """Fail a running job at once (its timeout passed)."""
-        if self.acks.fail_later(job, error):
-            job._mark_timed_out()
+        if self.acks.expire_later(job, error):
             log_failed(job, error)
             self.flush()
             if self.on_expire is not None:
