@@ -60,7 +60,7 @@ def outcome(job: JobRecord, error: BaseException | None) -> str:
       (``job.complete()``, ``fail()``, ``release()`` or ``snooze()``);
     - ``completed``: it returned, and the worker completes the job.
     """
-    if job.timed_out:  # told by the worker, not guessed from ``seconds``: its clock started first
+    if job.timed_out:  # told by the worker, not guessed from the run time (its clock starts first)
         return "timeout"
     if isinstance(error, asyncio.CancelledError):
         return "shutdown"
