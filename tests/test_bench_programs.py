@@ -96,7 +96,7 @@ def test_the_pooler_counts_the_round_of_median_ratio(ratios: list[float], counte
     assert middle["pooled"] is rounds[ratios.index(counted)]["pooled"], "that round's own drains"
 
 
-@pytest.mark.parametrize("option", ["--rounds", "--jobs", "--consumers", "--batch"])
+@pytest.mark.parametrize("option", ["--rounds", "--jobs", "--consumers", "--processes", "--batch"])
 def test_the_pooler_refuses_sizes_under_one(option: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         pooler.main([option, "0"])
