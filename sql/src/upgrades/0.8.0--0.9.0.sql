@@ -1,12 +1,11 @@
--- jobq 0.7.0 → 0.8.0: claims that do not pile up behind their own leases. One line per change:
---   * new jobq._crowded_queues(names, now): the plain queues whose claim index starts with a lease older
---     than 50 ms
---   * jobq._claim(): on such a crowded queue the fast path parks its leases (out of the claim index)
---     instead of leasing in place, so a thousand workers whose acks queue behind PgBouncer, or many
---     slow handlers, no longer make every claim step over thousands of leased rows
+-- jobq 0.8.0 → 0.9.0: a producer's open transaction no longer freezes the jobs it names. One line per change:
+--   workflows, watch and cascades (issue 25, items 1-3):
+--   plans that do not depend on statistics, costs that do not grow with the backlog (issue 24):
+--   per-queue privileges (issue 25, item 4):
+--   smaller fixes (issue 25, item 5):
 --
--- Applied by ALTER EXTENSION jobq UPDATE TO '0.8.0', or with psql -f / pyqueue
--- upgrade on a database where jobq 0.7.0 is installed.
+-- Applied by ALTER EXTENSION jobq UPDATE TO '0.9.0', or with psql -f / pyqueue
+-- upgrade on a database where jobq 0.8.0 is installed.
 
 DO $path$
 BEGIN
@@ -21,13 +20,13 @@ $path$;
 
 DO $guard$
 BEGIN
-    IF jobq.version() <> '0.7.0' THEN
-        RAISE EXCEPTION 'jobq: this script upgrades 0.7.0 to 0.8.0, but version % is installed', jobq.version()
+    IF jobq.version() <> '0.8.0' THEN
+        RAISE EXCEPTION 'jobq: this script upgrades 0.8.0 to 0.9.0, but version % is installed', jobq.version()
             USING ERRCODE = 'JQ000', HINT = 'Apply the upgrade scripts in order, or use pyqueue upgrade.';
     END IF;
 END
 $guard$;
-INSERT INTO jobq._migration (version) VALUES ('0.8.0');
+INSERT INTO jobq._migration (version) VALUES ('0.9.0');
 
 ---------------------------------------------------------------------------
 -- functions
@@ -35,9 +34,15 @@ INSERT INTO jobq._migration (version) VALUES ('0.8.0');
 
 -- @replace-function jobq.version()
 
--- @function jobq._crowded_queues(text[], timestamptz)
+-- tables (new or changed), each section its own
 
--- @replace-function jobq._claim(text[], integer, text, interval)
+-- workflows, watch and cascades (issue 25, items 1-3)
+
+-- plans and costs (issue 24)
+
+-- per-queue privileges (issue 25, item 4)
+
+-- smaller fixes (issue 25, item 5)
 
 ---------------------------------------------------------------------------
 -- privileges
