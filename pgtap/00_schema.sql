@@ -277,9 +277,10 @@ SELECT set_eq(
         'jobq.parent_results(bigint)',
         'jobq.watch(bigint)',
         'jobq._periodic_save(text,text,text,jsonb,integer,integer,text)',
-        'jobq._periodic_delete(text)'
+        'jobq._periodic_delete(text)',
+        'jobq._settle_at_commit()'
     ],
-    'SECURITY DEFINER functions are exactly the role-gated API plus the two periodic-job helpers that every()/unschedule() (which run as the caller) need');
+    'SECURITY DEFINER functions are exactly the role-gated API, the two periodic-job helpers that every()/unschedule() (which run as the caller) need, and the commit trigger that runs as whoever commits');
 
 -- pinned search_path and comments ------------------------------------------
 SELECT cmp_ok((SELECT count(*)::int FROM pg_catalog.pg_proc WHERE pronamespace = 'jobq'::regnamespace),

@@ -48,8 +48,9 @@ SELECT set_eq($$SELECT fn::text FROM notifiers$$,
                     'jobq.retry(bigint)',
                     'jobq.retry_dead(text)',
                     'jobq.run_now(bigint)',
-                    'jobq.resume(text)'],
-              'exactly these functions notify (enqueue and enqueue_periodic through _insert_job; _settle wakes released jobs'' queues; _finish also sends jobq_finished for watched jobs)');
+                    'jobq.resume(text)',
+                    'jobq._settle_at_commit()'],
+              'exactly these functions notify (enqueue and enqueue_periodic through _insert_job; _settle wakes released jobs'' queues; _finish and, for a job that finished before its watcher committed, _settle_at_commit send jobq_finished for watched jobs)');
 
 DO $$ BEGIN PERFORM jobq.enqueue('alpha', '{"secret": "do not broadcast"}'); END $$;
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls ORDER BY n$$,

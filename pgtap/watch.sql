@@ -3,7 +3,7 @@
 -- notifications are invisible before commit, so jobq._finish (the only
 -- sender) is pointed at a spy pg_notify() for this rolled-back transaction.
 BEGIN;
-SELECT plan(24);
+SELECT plan(25);
 
 CREATE SCHEMA jobq_spy;
 CREATE TABLE jobq_spy.calls (n serial PRIMARY KEY, channel text, payload text);
@@ -19,9 +19,10 @@ CREATE TEMP VIEW finished AS
 SELECT ok((SELECT p.prosrc ~ 'pg_notify\(''jobq_finished''' FROM pg_catalog.pg_proc AS p
            WHERE p.oid = 'jobq._finish(bigint[], uuid[], text, text, boolean, jsonb[], bigint)'::regprocedure),
           'jobq._finish is where jobq_finished is sent');
-SELECT is((SELECT count(*)::int FROM pg_catalog.pg_proc AS p
-           WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosrc ~ 'pg_notify\(''jobq_finished'''),
-          1, 'and the only function that sends it');
+SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+                WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosrc ~ 'pg_notify\(''jobq_finished'''$$,
+              ARRAY['jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)', 'jobq._settle_at_commit()'],
+              'and, besides it, only the commit of a watcher whose job finished after its watch() call sends it');
 
 -- bad input
 SELECT throws_ok($$SELECT jobq.watch(NULL)$$, 'JQ010', NULL, 'watch(NULL) is JQ010');
@@ -31,7 +32,11 @@ SELECT throws_ok($$SELECT jobq.watch(1000000000)$$, 'JQ019', NULL, 'watch of an 
 SELECT jobq.enqueue('w', '{"n": 1}') AS a \gset
 SELECT jobq.enqueue('w', '{"n": 2}') AS b \gset
 SELECT is(jobq.watch(:a), 'ready', 'watch returns the state of the job (ready)');
-SELECT ok((SELECT watched FROM jobq._job WHERE id = :a), 'and marks it watched');
+SELECT ok(NOT (SELECT watched FROM jobq._job WHERE id = :a),
+          'and writes nothing to the job before this transaction commits (no row lock held until then)');
+SELECT is((SELECT array_agg(w ORDER BY w) FROM jobq._at_commit AS c, unnest(c.watched) AS w
+           WHERE c.xact = pg_current_xact_id()), ARRAY[:a::bigint],
+          'the mark waits in jobq._at_commit for the commit');
 SELECT ok(NOT (SELECT watched FROM jobq._job WHERE id = :b), 'an unwatched job is not marked');
 SELECT is(jobq.watch(:a), 'ready', 'watching twice is harmless');
 CREATE TEMP TABLE held AS SELECT id, lease_token FROM jobq.claim('w', 2);

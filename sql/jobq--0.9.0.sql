@@ -407,6 +407,26 @@ CREATE UNLOGGED TABLE jobq._taken (
 COMMENT ON TABLE jobq._taken IS 'Jobs taken (take/hold) per transaction on limited queues. Private.';
 CREATE INDEX _taken_xact_idx ON jobq._taken (xact, queue);
 
+-- What a transaction that named jobs (depends_on, enqueue_callback's
+-- members, watch) still has to do to them when it commits: one row per
+-- naming call, read and deleted by jobq._settle_at_commit, which a deferred
+-- constraint trigger on this table runs at COMMIT. Naming a job therefore
+-- locks and writes nothing of it until the commit (a producer's open
+-- transaction never holds up a worker). Only this transaction's rows are
+-- visible to it: others' are uncommitted, and none outlives its commit.
+CREATE UNLOGGED TABLE jobq._at_commit (
+    xact      xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    parents   bigint[] NOT NULL DEFAULT '{}',
+    children  bigint[] NOT NULL DEFAULT '{}',
+    watched   bigint[] NOT NULL DEFAULT '{}'
+) WITH (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_cost_delay = 0
+);
+COMMENT ON TABLE jobq._at_commit IS
+    'Jobs named by this transaction (parents, waiting children, watched), settled at its commit. Private.';
+CREATE INDEX _at_commit_xact_idx ON jobq._at_commit (xact);
+
 -- Finished-job counters: one row per finishing statement and queue, in the
 -- minute its transaction started (now()), folded into one row per queue and
 -- minute by reap/prune (older than a day: one row per queue at -infinity).
@@ -934,7 +954,7 @@ BEGIN
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
     -- workers. A job that leaves no history takes its error history
     -- (jobq._job_error) with it; only a job that failed before (last_error
-    -- set) has any. Rows go in id order (as jobq._lock_parents locks
+    -- set) has any. Rows go in id order (as jobq._settle_at_commit locks
     -- parents: no deadlock with an enqueue of their children). p_results
     -- (paired with p_ids): what completed jobs
     -- report; a job with a result is kept for at least its queue's
@@ -1069,10 +1089,22 @@ BEGIN
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue;
     END IF;
-    IF v_watched IS NOT NULL THEN
+    IF current_setting('jobq.named_jobs', true) = 'on' THEN
+        -- This transaction named live jobs (depends_on, members, watch)
+        -- whose flags wait for its commit (jobq._settle_at_commit): those
+        -- it finishes itself are acted on as if flagged already.
+        SELECT ARRAY(SELECT DISTINCT u.id FROM unnest(v_parents || n.parents) AS u(id)),
+               ARRAY(SELECT DISTINCT u.id FROM unnest(v_watched || n.watched) AS u(id))
+        INTO v_parents, v_watched
+        FROM (SELECT ARRAY(SELECT p.id FROM jobq._at_commit AS c, unnest(c.parents) AS p(id)
+                           WHERE c.xact = pg_current_xact_id() AND p.id = ANY (v_ids)) AS parents,
+                     ARRAY(SELECT w.id FROM jobq._at_commit AS c, unnest(c.watched) AS w(id)
+                           WHERE c.xact = pg_current_xact_id() AND w.id = ANY (v_ids)) AS watched) AS n;
+    END IF;
+    IF cardinality(v_watched) > 0 THEN
         PERFORM pg_notify('jobq_finished', w.id::text) FROM unnest(v_watched) AS w(id);
     END IF;
-    IF v_parents IS NOT NULL AND p_cause IS NULL THEN
+    IF cardinality(v_parents) > 0 AND p_cause IS NULL THEN
         PERFORM jobq._finish_dependents(v_parents, p_status);
     END IF;
     IF cardinality(v_wake) > 0 THEN
@@ -1261,23 +1293,17 @@ $$;
 COMMENT ON FUNCTION jobq._record_errors(bigint[], integer[], text[], text[]) IS
     'Records the error of failed attempts in jobq._job_error, keeping the last 25 per job.';
 
-CREATE FUNCTION jobq._lock_parents(p_parents bigint[], p_arg text) RETURNS void
-LANGUAGE plpgsql
+CREATE FUNCTION jobq._check_parents_issued(p_parents bigint[], p_arg text) RETURNS void
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_last bigint;
     v_unknown bigint;
 BEGIN
-    -- Before jobs are linked to p_parents (validated by
-    -- _check_dependencies): raise JQ019 for an id jobq never issued; lock
-    -- the live parents (FOR KEY SHARE) until this transaction ends and mark
-    -- them has_children. A parent cannot then finish unseen: its finishing
-    -- DELETE waits for this transaction and then sees the new edges, and one
-    -- that finished before shows in a later statement here. Claims and
-    -- heartbeats of those parents are not blocked (they change no key).
-    -- Both passes go in id order, as jobq._finish deletes, so an enqueue
-    -- and a completion of the same parents cannot deadlock.
+    -- Raise JQ019 when p_parents (validated by _check_dependencies) names an
+    -- id jobq never issued. Reads the id sequence only: it locks no job, so
+    -- naming a job never holds up its claim, heartbeat or acknowledgement.
     SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO v_last FROM jobq._job_id_seq AS s;
     SELECT u.id INTO v_unknown
     FROM unnest(p_parents) AS u(id)
@@ -1287,16 +1313,10 @@ BEGIN
         RAISE EXCEPTION 'jobq: % names job %, which does not exist', p_arg, v_unknown
             USING ERRCODE = 'JQ019', HINT = 'Pass ids that jobq.enqueue() returned.';
     END IF;
-    PERFORM FROM jobq._job AS j WHERE j.id = ANY (p_parents) ORDER BY j.id FOR KEY SHARE OF j;
-    UPDATE jobq._job AS j SET has_children = true
-    WHERE j.id IN (SELECT u.id FROM jobq._job AS u
-                   WHERE u.id = ANY (p_parents) AND NOT u.has_children
-                   ORDER BY u.id
-                   FOR NO KEY UPDATE OF u);
 END
 $$;
-COMMENT ON FUNCTION jobq._lock_parents(bigint[], text) IS
-    'Raises JQ019 for a parent id never issued; flags and key-share-locks the live parents until the transaction ends.';
+COMMENT ON FUNCTION jobq._check_parents_issued(bigint[], text) IS
+    'Raises JQ019 when a depends_on/members id was never issued by jobq; locks nothing.';
 
 CREATE FUNCTION jobq._gate_recount(p_children bigint[]) RETURNS void
 LANGUAGE plpgsql
@@ -1456,12 +1476,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_new bigint[];
+    v_waiting bigint[];
 BEGIN
     -- Link jobs just enqueued as waiting (jobq._insert_job with p_waiting)
-    -- to p_parents (locked by jobq._lock_parents): edges, a gate counting
-    -- the parents' states now, then cancel or release at once what needs
-    -- no wait. Ids that came back for a held job_key (an existing job) are
-    -- left as they are: only waiting jobs without a gate are new.
+    -- to p_parents (ids checked by jobq._check_parents_issued): edges, a
+    -- gate counting the parents' states as this statement sees them, then
+    -- cancel or release at once what needs no wait. Ids that came back for
+    -- a held job_key (an existing job) are left as they are: only waiting
+    -- jobs without a gate are new. No parent is locked or written here:
+    -- those still waiting are handed to jobq._settle_at_commit, which flags
+    -- their parents and counts their gates again when this transaction
+    -- commits, so a parent that finishes meanwhile is never missed and this
+    -- transaction never holds up a worker (see that function).
     v_new := ARRAY(SELECT j.id FROM jobq._job AS j
                    WHERE j.id = ANY (p_children) AND j.status = 'waiting'
                      AND NOT EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = j.id)
@@ -1475,10 +1501,92 @@ BEGIN
     SELECT c.id, 0, p_on_parent_failure, p_report FROM unnest(v_new) AS c(id);
     PERFORM jobq._gate_recount(v_new);
     PERFORM jobq._settle(v_new);
+    v_waiting := ARRAY(SELECT j.id FROM jobq._job AS j
+                       WHERE j.id = ANY (v_new) AND j.status = 'waiting'
+                       ORDER BY j.id);
+    IF cardinality(v_waiting) > 0 THEN
+        INSERT INTO jobq._at_commit (parents, children) VALUES (p_parents, v_waiting);
+        PERFORM set_config('jobq.named_jobs', 'on', true);   -- for jobq._finish in this transaction
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION jobq._attach(bigint[], bigint[], text, boolean) IS
-    'Links newly enqueued waiting jobs to their parents (edges, gates), cancelling or releasing at once what need not wait.';
+    'Links newly enqueued waiting jobs to their parents (edges, gates), settles what need not wait, and leaves the rest to the commit.';
+
+CREATE FUNCTION jobq._settle_at_commit() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_parents bigint[];
+    v_children bigint[];
+    v_watched bigint[];
+    v_cancelled bigint[];
+BEGIN
+    -- What naming a job (depends_on, members, watch) needs from that job,
+    -- done when the naming transaction commits: jobq._at_commit's deferred
+    -- constraint trigger runs this at COMMIT, before the commit itself. The
+    -- first run takes every row of this transaction (later runs find none).
+    -- In id order, the named jobs still live are key-share-locked and
+    -- flagged: has_children for parents, watched for watched jobs. From
+    -- then until the commit ends (a moment), a finishing DELETE of one of
+    -- them waits and then sees the flag and the committed edges; one that
+    -- finished before is no longer live here. So the waiting children's
+    -- gates are counted again now, in statements that start after the
+    -- locks: a parent that finished since the enqueue is counted finished,
+    -- and the children it released or cancelled are settled (cancelled
+    -- ones' own dependents too). A watched job that finished since watch()
+    -- saw it live is notified from here. Nothing is locked before the
+    -- commit, so an open producer transaction never holds up a claim,
+    -- heartbeat or acknowledgement of the jobs it names (0.8.0 locked them
+    -- at the enqueue, until the commit). Locks go in id order, as
+    -- jobq._finish deletes: no deadlock with a completion.
+    WITH mine AS (
+        DELETE FROM jobq._at_commit AS c WHERE c.xact = pg_current_xact_id()
+        RETURNING c.parents, c.children, c.watched
+    )
+    SELECT ARRAY(SELECT DISTINCT u.id FROM mine AS m, unnest(m.parents) AS u(id)),
+           ARRAY(SELECT DISTINCT u.id FROM mine AS m, unnest(m.children) AS u(id)),
+           ARRAY(SELECT DISTINCT u.id FROM mine AS m, unnest(m.watched) AS u(id))
+    INTO v_parents, v_children, v_watched;
+    IF cardinality(v_parents) + cardinality(v_children) + cardinality(v_watched) = 0 THEN
+        RETURN NULL;
+    END IF;
+    PERFORM FROM jobq._job AS j
+    WHERE j.id = ANY (v_parents) OR j.id = ANY (v_watched)
+    ORDER BY j.id
+    FOR KEY SHARE OF j;
+    UPDATE jobq._job AS j
+    SET has_children = j.has_children OR j.id = ANY (v_parents),
+        watched = j.watched OR j.id = ANY (v_watched)
+    WHERE j.id IN (SELECT u.id FROM jobq._job AS u
+                   WHERE (u.id = ANY (v_parents) AND NOT u.has_children)
+                      OR (u.id = ANY (v_watched) AND NOT u.watched)
+                   ORDER BY u.id
+                   FOR NO KEY UPDATE OF u);
+    PERFORM pg_notify('jobq_finished', w.id::text)
+    FROM unnest(v_watched) AS w(id)
+    WHERE NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = w.id);
+    v_children := ARRAY(SELECT j.id FROM jobq._job AS j
+                        WHERE j.id = ANY (v_children) AND j.status = 'waiting'
+                        ORDER BY j.id);
+    IF cardinality(v_children) > 0 THEN
+        PERFORM jobq._gate_recount(v_children);
+        v_cancelled := jobq._settle(v_children);
+        IF cardinality(v_cancelled) > 0 THEN
+            PERFORM jobq._finish_dependents(v_cancelled, 'cancelled');
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION jobq._settle_at_commit() IS
+    'At commit: flags the live jobs this transaction named (has_children, watched) and settles its waiting children against their parents'' states then.';
+
+CREATE CONSTRAINT TRIGGER _500_settle_at_commit
+    AFTER INSERT ON jobq._at_commit
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION jobq._settle_at_commit();
 
 CREATE FUNCTION jobq._restore_descendants(p_root bigint) RETURNS integer
 LANGUAGE plpgsql
@@ -2100,7 +2208,7 @@ BEGIN
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                 enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
     END IF;
-    PERFORM jobq._lock_parents(enqueue.depends_on, 'depends_on');
+    PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                              enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
@@ -2173,7 +2281,7 @@ BEGIN
     END IF;
 
     IF v_waiting THEN
-        PERFORM jobq._lock_parents(enqueue_many.depends_on, 'depends_on');
+        PERFORM jobq._check_parents_issued(enqueue_many.depends_on, 'depends_on');
     END IF;
     IF enqueue_many.job_keys IS NULL AND NOT v_waiting THEN
         -- No keys: one INSERT. Identity values follow the ORDER BY, so
@@ -2270,7 +2378,7 @@ BEGIN
     PERFORM jobq._check_time(enqueue_callback.run_at, 'run_at');
     PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
     PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
-    PERFORM jobq._lock_parents(enqueue_callback.members, 'members');
+    PERFORM jobq._check_parents_issued(enqueue_callback.members, 'members');
     v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
                              enqueue_callback.priority,
                              coalesce(enqueue_callback.max_attempts, v_settings.max_attempts), NULL, NULL,
@@ -3443,19 +3551,24 @@ CREATE FUNCTION jobq.watch(id bigint) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_status text;
 BEGIN
-    -- Ask to be told when a job finishes: a live job is marked watched, and
-    -- finishing it (completed, dead or cancelled) sends NOTIFY jobq_finished
-    -- with its id. Returns its state now, as jobq.status() (JQ019 for an
-    -- unknown id). LISTEN jobq_finished before calling this: a job that
-    -- finishes in between is then either notified or already finished here.
-    -- Jobs nobody watches send nothing when they finish.
-    -- The mark comes first: a job finishing concurrently is then either
-    -- marked before it goes (and notifies) or gone when the state is read.
-    IF watch.id IS NOT NULL THEN
-        UPDATE jobq._job AS j SET watched = true WHERE j.id = watch.id AND NOT j.watched;
+    -- Ask to be told when a job finishes: finishing it (completed, dead or
+    -- cancelled) sends NOTIFY jobq_finished with its id. Returns its state
+    -- now, as jobq.status() (JQ019 for an unknown id). LISTEN jobq_finished
+    -- before calling this: a job that finishes in between is then either
+    -- notified or already finished here. Jobs nobody watches send nothing
+    -- when they finish. The job is marked watched when this transaction
+    -- commits (jobq._settle_at_commit), not here: a watcher's open
+    -- transaction never holds up the job's worker. A job that finishes
+    -- between this call and that commit is notified by the commit itself.
+    v_status := jobq.status(watch.id);
+    IF v_status NOT IN ('completed', 'dead', 'cancelled') THEN
+        INSERT INTO jobq._at_commit (watched) VALUES (ARRAY[watch.id]);
+        PERFORM set_config('jobq.named_jobs', 'on', true);   -- for jobq._finish in this transaction
     END IF;
-    RETURN jobq.status(watch.id);
+    RETURN v_status;
 END
 $$;
 COMMENT ON FUNCTION jobq.watch(bigint) IS
@@ -4314,7 +4427,7 @@ GRANT EXECUTE ON FUNCTION jobq.prune(integer) TO jobq_worker;
 -- jobq._settings(), which only reads jobq._queue (readable by jobq_admin).
 GRANT EXECUTE ON FUNCTION jobq._settings(text) TO jobq_admin;
 GRANT SELECT ON jobq._job, jobq._job_archive, jobq._queue, jobq._migration, jobq._periodic, jobq._rate_start,
-    jobq._counter, jobq._key_done, jobq._taken TO jobq_admin;
+    jobq._counter, jobq._key_done, jobq._taken, jobq._at_commit TO jobq_admin;
 
 -- jobq_viewer (since 0.5.0) reads the public views and the metrics, and
 -- nothing else: no private table, no other function. jobq_admin is a member.

@@ -52,7 +52,7 @@ BEGIN
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                 enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
     END IF;
-    PERFORM jobq._lock_parents(enqueue.depends_on, 'depends_on');
+    PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                              enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
@@ -125,7 +125,7 @@ BEGIN
     END IF;
 
     IF v_waiting THEN
-        PERFORM jobq._lock_parents(enqueue_many.depends_on, 'depends_on');
+        PERFORM jobq._check_parents_issued(enqueue_many.depends_on, 'depends_on');
     END IF;
     IF enqueue_many.job_keys IS NULL AND NOT v_waiting THEN
         -- No keys: one INSERT. Identity values follow the ORDER BY, so
@@ -222,7 +222,7 @@ BEGIN
     PERFORM jobq._check_time(enqueue_callback.run_at, 'run_at');
     PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
     PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
-    PERFORM jobq._lock_parents(enqueue_callback.members, 'members');
+    PERFORM jobq._check_parents_issued(enqueue_callback.members, 'members');
     v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
                              enqueue_callback.priority,
                              coalesce(enqueue_callback.max_attempts, v_settings.max_attempts), NULL, NULL,

@@ -31,7 +31,7 @@ BEGIN
     -- of a concurrency-limited queue frees a slot, so it wakes that queue's
     -- workers. A job that leaves no history takes its error history
     -- (jobq._job_error) with it; only a job that failed before (last_error
-    -- set) has any. Rows go in id order (as jobq._lock_parents locks
+    -- set) has any. Rows go in id order (as jobq._settle_at_commit locks
     -- parents: no deadlock with an enqueue of their children). p_results
     -- (paired with p_ids): what completed jobs
     -- report; a job with a result is kept for at least its queue's
@@ -166,10 +166,22 @@ BEGIN
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue;
     END IF;
-    IF v_watched IS NOT NULL THEN
+    IF current_setting('jobq.named_jobs', true) = 'on' THEN
+        -- This transaction named live jobs (depends_on, members, watch)
+        -- whose flags wait for its commit (jobq._settle_at_commit): those
+        -- it finishes itself are acted on as if flagged already.
+        SELECT ARRAY(SELECT DISTINCT u.id FROM unnest(v_parents || n.parents) AS u(id)),
+               ARRAY(SELECT DISTINCT u.id FROM unnest(v_watched || n.watched) AS u(id))
+        INTO v_parents, v_watched
+        FROM (SELECT ARRAY(SELECT p.id FROM jobq._at_commit AS c, unnest(c.parents) AS p(id)
+                           WHERE c.xact = pg_current_xact_id() AND p.id = ANY (v_ids)) AS parents,
+                     ARRAY(SELECT w.id FROM jobq._at_commit AS c, unnest(c.watched) AS w(id)
+                           WHERE c.xact = pg_current_xact_id() AND w.id = ANY (v_ids)) AS watched) AS n;
+    END IF;
+    IF cardinality(v_watched) > 0 THEN
         PERFORM pg_notify('jobq_finished', w.id::text) FROM unnest(v_watched) AS w(id);
     END IF;
-    IF v_parents IS NOT NULL AND p_cause IS NULL THEN
+    IF cardinality(v_parents) > 0 AND p_cause IS NULL THEN
         PERFORM jobq._finish_dependents(v_parents, p_status);
     END IF;
     IF cardinality(v_wake) > 0 THEN

@@ -70,7 +70,7 @@ GRANT EXECUTE ON FUNCTION jobq.prune(integer) TO jobq_worker;
 -- jobq._settings(), which only reads jobq._queue (readable by jobq_admin).
 GRANT EXECUTE ON FUNCTION jobq._settings(text) TO jobq_admin;
 GRANT SELECT ON jobq._job, jobq._job_archive, jobq._queue, jobq._migration, jobq._periodic, jobq._rate_start,
-    jobq._counter, jobq._key_done, jobq._taken TO jobq_admin;
+    jobq._counter, jobq._key_done, jobq._taken, jobq._at_commit TO jobq_admin;
 
 -- jobq_viewer (since 0.5.0) reads the public views and the metrics, and
 -- nothing else: no private table, no other function. jobq_admin is a member.

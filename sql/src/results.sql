@@ -94,19 +94,24 @@ CREATE FUNCTION jobq.watch(id bigint) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_status text;
 BEGIN
-    -- Ask to be told when a job finishes: a live job is marked watched, and
-    -- finishing it (completed, dead or cancelled) sends NOTIFY jobq_finished
-    -- with its id. Returns its state now, as jobq.status() (JQ019 for an
-    -- unknown id). LISTEN jobq_finished before calling this: a job that
-    -- finishes in between is then either notified or already finished here.
-    -- Jobs nobody watches send nothing when they finish.
-    -- The mark comes first: a job finishing concurrently is then either
-    -- marked before it goes (and notifies) or gone when the state is read.
-    IF watch.id IS NOT NULL THEN
-        UPDATE jobq._job AS j SET watched = true WHERE j.id = watch.id AND NOT j.watched;
+    -- Ask to be told when a job finishes: finishing it (completed, dead or
+    -- cancelled) sends NOTIFY jobq_finished with its id. Returns its state
+    -- now, as jobq.status() (JQ019 for an unknown id). LISTEN jobq_finished
+    -- before calling this: a job that finishes in between is then either
+    -- notified or already finished here. Jobs nobody watches send nothing
+    -- when they finish. The job is marked watched when this transaction
+    -- commits (jobq._settle_at_commit), not here: a watcher's open
+    -- transaction never holds up the job's worker. A job that finishes
+    -- between this call and that commit is notified by the commit itself.
+    v_status := jobq.status(watch.id);
+    IF v_status NOT IN ('completed', 'dead', 'cancelled') THEN
+        INSERT INTO jobq._at_commit (watched) VALUES (ARRAY[watch.id]);
+        PERFORM set_config('jobq.named_jobs', 'on', true);   -- for jobq._finish in this transaction
     END IF;
-    RETURN jobq.status(watch.id);
+    RETURN v_status;
 END
 $$;
 COMMENT ON FUNCTION jobq.watch(bigint) IS

@@ -304,6 +304,26 @@ CREATE UNLOGGED TABLE jobq._taken (
 COMMENT ON TABLE jobq._taken IS 'Jobs taken (take/hold) per transaction on limited queues. Private.';
 CREATE INDEX _taken_xact_idx ON jobq._taken (xact, queue);
 
+-- What a transaction that named jobs (depends_on, enqueue_callback's
+-- members, watch) still has to do to them when it commits: one row per
+-- naming call, read and deleted by jobq._settle_at_commit, which a deferred
+-- constraint trigger on this table runs at COMMIT. Naming a job therefore
+-- locks and writes nothing of it until the commit (a producer's open
+-- transaction never holds up a worker). Only this transaction's rows are
+-- visible to it: others' are uncommitted, and none outlives its commit.
+CREATE UNLOGGED TABLE jobq._at_commit (
+    xact      xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    parents   bigint[] NOT NULL DEFAULT '{}',
+    children  bigint[] NOT NULL DEFAULT '{}',
+    watched   bigint[] NOT NULL DEFAULT '{}'
+) WITH (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_cost_delay = 0
+);
+COMMENT ON TABLE jobq._at_commit IS
+    'Jobs named by this transaction (parents, waiting children, watched), settled at its commit. Private.';
+CREATE INDEX _at_commit_xact_idx ON jobq._at_commit (xact);
+
 -- Finished-job counters: one row per finishing statement and queue, in the
 -- minute its transaction started (now()), folded into one row per queue and
 -- minute by reap/prune (older than a day: one row per queue at -infinity).

@@ -1,20 +1,14 @@
-CREATE FUNCTION jobq._lock_parents(p_parents bigint[], p_arg text) RETURNS void
-LANGUAGE plpgsql
+CREATE FUNCTION jobq._check_parents_issued(p_parents bigint[], p_arg text) RETURNS void
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_last bigint;
     v_unknown bigint;
 BEGIN
-    -- Before jobs are linked to p_parents (validated by
-    -- _check_dependencies): raise JQ019 for an id jobq never issued; lock
-    -- the live parents (FOR KEY SHARE) until this transaction ends and mark
-    -- them has_children. A parent cannot then finish unseen: its finishing
-    -- DELETE waits for this transaction and then sees the new edges, and one
-    -- that finished before shows in a later statement here. Claims and
-    -- heartbeats of those parents are not blocked (they change no key).
-    -- Both passes go in id order, as jobq._finish deletes, so an enqueue
-    -- and a completion of the same parents cannot deadlock.
+    -- Raise JQ019 when p_parents (validated by _check_dependencies) names an
+    -- id jobq never issued. Reads the id sequence only: it locks no job, so
+    -- naming a job never holds up its claim, heartbeat or acknowledgement.
     SELECT CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END INTO v_last FROM jobq._job_id_seq AS s;
     SELECT u.id INTO v_unknown
     FROM unnest(p_parents) AS u(id)
@@ -24,16 +18,10 @@ BEGIN
         RAISE EXCEPTION 'jobq: % names job %, which does not exist', p_arg, v_unknown
             USING ERRCODE = 'JQ019', HINT = 'Pass ids that jobq.enqueue() returned.';
     END IF;
-    PERFORM FROM jobq._job AS j WHERE j.id = ANY (p_parents) ORDER BY j.id FOR KEY SHARE OF j;
-    UPDATE jobq._job AS j SET has_children = true
-    WHERE j.id IN (SELECT u.id FROM jobq._job AS u
-                   WHERE u.id = ANY (p_parents) AND NOT u.has_children
-                   ORDER BY u.id
-                   FOR NO KEY UPDATE OF u);
 END
 $$;
-COMMENT ON FUNCTION jobq._lock_parents(bigint[], text) IS
-    'Raises JQ019 for a parent id never issued; flags and key-share-locks the live parents until the transaction ends.';
+COMMENT ON FUNCTION jobq._check_parents_issued(bigint[], text) IS
+    'Raises JQ019 when a depends_on/members id was never issued by jobq; locks nothing.';
 
 CREATE FUNCTION jobq._gate_recount(p_children bigint[]) RETURNS void
 LANGUAGE plpgsql
@@ -193,12 +181,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_new bigint[];
+    v_waiting bigint[];
 BEGIN
     -- Link jobs just enqueued as waiting (jobq._insert_job with p_waiting)
-    -- to p_parents (locked by jobq._lock_parents): edges, a gate counting
-    -- the parents' states now, then cancel or release at once what needs
-    -- no wait. Ids that came back for a held job_key (an existing job) are
-    -- left as they are: only waiting jobs without a gate are new.
+    -- to p_parents (ids checked by jobq._check_parents_issued): edges, a
+    -- gate counting the parents' states as this statement sees them, then
+    -- cancel or release at once what needs no wait. Ids that came back for
+    -- a held job_key (an existing job) are left as they are: only waiting
+    -- jobs without a gate are new. No parent is locked or written here:
+    -- those still waiting are handed to jobq._settle_at_commit, which flags
+    -- their parents and counts their gates again when this transaction
+    -- commits, so a parent that finishes meanwhile is never missed and this
+    -- transaction never holds up a worker (see that function).
     v_new := ARRAY(SELECT j.id FROM jobq._job AS j
                    WHERE j.id = ANY (p_children) AND j.status = 'waiting'
                      AND NOT EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = j.id)
@@ -212,10 +206,92 @@ BEGIN
     SELECT c.id, 0, p_on_parent_failure, p_report FROM unnest(v_new) AS c(id);
     PERFORM jobq._gate_recount(v_new);
     PERFORM jobq._settle(v_new);
+    v_waiting := ARRAY(SELECT j.id FROM jobq._job AS j
+                       WHERE j.id = ANY (v_new) AND j.status = 'waiting'
+                       ORDER BY j.id);
+    IF cardinality(v_waiting) > 0 THEN
+        INSERT INTO jobq._at_commit (parents, children) VALUES (p_parents, v_waiting);
+        PERFORM set_config('jobq.named_jobs', 'on', true);   -- for jobq._finish in this transaction
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION jobq._attach(bigint[], bigint[], text, boolean) IS
-    'Links newly enqueued waiting jobs to their parents (edges, gates), cancelling or releasing at once what need not wait.';
+    'Links newly enqueued waiting jobs to their parents (edges, gates), settles what need not wait, and leaves the rest to the commit.';
+
+CREATE FUNCTION jobq._settle_at_commit() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_parents bigint[];
+    v_children bigint[];
+    v_watched bigint[];
+    v_cancelled bigint[];
+BEGIN
+    -- What naming a job (depends_on, members, watch) needs from that job,
+    -- done when the naming transaction commits: jobq._at_commit's deferred
+    -- constraint trigger runs this at COMMIT, before the commit itself. The
+    -- first run takes every row of this transaction (later runs find none).
+    -- In id order, the named jobs still live are key-share-locked and
+    -- flagged: has_children for parents, watched for watched jobs. From
+    -- then until the commit ends (a moment), a finishing DELETE of one of
+    -- them waits and then sees the flag and the committed edges; one that
+    -- finished before is no longer live here. So the waiting children's
+    -- gates are counted again now, in statements that start after the
+    -- locks: a parent that finished since the enqueue is counted finished,
+    -- and the children it released or cancelled are settled (cancelled
+    -- ones' own dependents too). A watched job that finished since watch()
+    -- saw it live is notified from here. Nothing is locked before the
+    -- commit, so an open producer transaction never holds up a claim,
+    -- heartbeat or acknowledgement of the jobs it names (0.8.0 locked them
+    -- at the enqueue, until the commit). Locks go in id order, as
+    -- jobq._finish deletes: no deadlock with a completion.
+    WITH mine AS (
+        DELETE FROM jobq._at_commit AS c WHERE c.xact = pg_current_xact_id()
+        RETURNING c.parents, c.children, c.watched
+    )
+    SELECT ARRAY(SELECT DISTINCT u.id FROM mine AS m, unnest(m.parents) AS u(id)),
+           ARRAY(SELECT DISTINCT u.id FROM mine AS m, unnest(m.children) AS u(id)),
+           ARRAY(SELECT DISTINCT u.id FROM mine AS m, unnest(m.watched) AS u(id))
+    INTO v_parents, v_children, v_watched;
+    IF cardinality(v_parents) + cardinality(v_children) + cardinality(v_watched) = 0 THEN
+        RETURN NULL;
+    END IF;
+    PERFORM FROM jobq._job AS j
+    WHERE j.id = ANY (v_parents) OR j.id = ANY (v_watched)
+    ORDER BY j.id
+    FOR KEY SHARE OF j;
+    UPDATE jobq._job AS j
+    SET has_children = j.has_children OR j.id = ANY (v_parents),
+        watched = j.watched OR j.id = ANY (v_watched)
+    WHERE j.id IN (SELECT u.id FROM jobq._job AS u
+                   WHERE (u.id = ANY (v_parents) AND NOT u.has_children)
+                      OR (u.id = ANY (v_watched) AND NOT u.watched)
+                   ORDER BY u.id
+                   FOR NO KEY UPDATE OF u);
+    PERFORM pg_notify('jobq_finished', w.id::text)
+    FROM unnest(v_watched) AS w(id)
+    WHERE NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = w.id);
+    v_children := ARRAY(SELECT j.id FROM jobq._job AS j
+                        WHERE j.id = ANY (v_children) AND j.status = 'waiting'
+                        ORDER BY j.id);
+    IF cardinality(v_children) > 0 THEN
+        PERFORM jobq._gate_recount(v_children);
+        v_cancelled := jobq._settle(v_children);
+        IF cardinality(v_cancelled) > 0 THEN
+            PERFORM jobq._finish_dependents(v_cancelled, 'cancelled');
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION jobq._settle_at_commit() IS
+    'At commit: flags the live jobs this transaction named (has_children, watched) and settles its waiting children against their parents'' states then.';
+
+CREATE CONSTRAINT TRIGGER _500_settle_at_commit
+    AFTER INSERT ON jobq._at_commit
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION jobq._settle_at_commit();
 
 CREATE FUNCTION jobq._restore_descendants(p_root bigint) RETURNS integer
 LANGUAGE plpgsql

@@ -1,5 +1,11 @@
 -- jobq 0.8.0 → 0.9.0: a producer's open transaction no longer freezes the jobs it names. One line per change:
 --   workflows, watch and cascades (issue 25, items 1-3):
+--   * new jobq._at_commit (unlogged) and its deferred constraint trigger running new
+--     jobq._settle_at_commit(): jobs named by depends_on, enqueue_callback's members and watch() are
+--     flagged (has_children, watched) and their waiting children's gates recounted when the naming
+--     transaction commits, not locked from the call until then
+--   * jobq._lock_parents() dropped; new jobq._check_parents_issued() does its JQ019 check alone;
+--     enqueue, enqueue_many, enqueue_callback, _attach and watch call the new pair
 --   plans that do not depend on statistics, costs that do not grow with the backlog (issue 24):
 --   per-queue privileges (issue 25, item 4):
 --   smaller fixes (issue 25, item 5):
@@ -37,6 +43,35 @@ INSERT INTO jobq._migration (version) VALUES ('0.9.0');
 -- tables (new or changed), each section its own
 
 -- workflows, watch and cascades (issue 25, items 1-3)
+CREATE UNLOGGED TABLE jobq._at_commit (
+    xact      xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+    parents   bigint[] NOT NULL DEFAULT '{}',
+    children  bigint[] NOT NULL DEFAULT '{}',
+    watched   bigint[] NOT NULL DEFAULT '{}'
+) WITH (
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_cost_delay = 0
+);
+COMMENT ON TABLE jobq._at_commit IS
+    'Jobs named by this transaction (parents, waiting children, watched), settled at its commit. Private.';
+CREATE INDEX _at_commit_xact_idx ON jobq._at_commit (xact);
+REVOKE ALL ON jobq._at_commit FROM PUBLIC;
+GRANT SELECT ON jobq._at_commit TO jobq_admin;
+
+-- workflows, watch and cascades (issue 25, items 1-3)
+DROP FUNCTION jobq._lock_parents(bigint[], text);
+-- @function jobq._check_parents_issued(bigint[], text)
+-- @replace-function jobq._attach(bigint[], bigint[], text, boolean)
+-- @function jobq._settle_at_commit()
+CREATE CONSTRAINT TRIGGER _500_settle_at_commit
+    AFTER INSERT ON jobq._at_commit
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION jobq._settle_at_commit();
+-- @replace-function jobq._finish(bigint[], uuid[], text, text, boolean, jsonb[], bigint)
+-- @replace-function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text)
+-- @replace-function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text)
+-- @replace-function jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer)
+-- @replace-function jobq.watch(bigint)
 
 -- plans and costs (issue 24)
 
