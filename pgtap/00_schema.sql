@@ -2,7 +2,7 @@
 -- DEFINER only where intended, pinned search_path (and lock_timeout on the
 -- claim and worker functions) and a comment everywhere.
 BEGIN;
-SELECT plan(165);
+SELECT plan(166);
 
 -- objects ------------------------------------------------------------------
 SELECT has_schema('jobq', 'schema jobq exists');
@@ -355,9 +355,18 @@ SELECT set_eq(
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._lock_ready(text,integer)',
-          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
-          'jobq._finish_dependents(bigint[],text)'],
+          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)'],
     'the claim and finish path runs generic plans (planning once, not per call)');
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
+      WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'plan_cache_mode=force_custom_plan'$$,
+    ARRAY['jobq._gate_recount(bigint[])',
+          'jobq._settle(bigint[])',
+          'jobq._finish_dependents(bigint[],text)',
+          'jobq._attach(bigint[],bigint[],text,boolean)',
+          'jobq._settle_at_commit()',
+          'jobq._restore_descendants(bigint)'],
+    'the workflow functions plan at each call, with the sizes of then (a plan cached while a graph was small scanned it whole at every step)');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'jit=off'$$,

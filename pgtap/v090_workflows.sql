@@ -8,7 +8,7 @@
 -- (Across transactions: tests/test_open_producer.py and
 -- tests/test_workflow_concurrency.py.)
 BEGIN;
-SELECT plan(27);
+SELECT plan(42);
 
 SET LOCAL client_min_messages = warning;
 -- A row this transaction locked or updated carries its xid in xmax; an untouched one 0.
@@ -87,6 +87,50 @@ SELECT ok((SELECT has_children FROM jobq._job WHERE id = :p5) AND NOT pg_temp.un
 SELECT is(jobq.status(:c5), 'waiting', 'and its child waits for it');
 SELECT is((SELECT count(*)::int FROM jobq._at_commit WHERE xact = pg_current_xact_id()), 0,
           'the commit''s work takes every row of the transaction');
+
+-- a retry that brings members back takes back their unclaimed callback -------------------------------
+SET CONSTRAINTS jobq._500_settle_at_commit DEFERRED;
+SELECT jobq.enqueue('rp', '{}') AS rp \gset
+SELECT jobq.enqueue('rm', '{"m": 1}', depends_on => ARRAY[:rp]::bigint[]) AS m1 \gset
+SELECT jobq.enqueue('rm', '{"m": 2}', depends_on => ARRAY[:rp]::bigint[]) AS m2 \gset
+SELECT jobq.enqueue_callback('rcb', '{"cb": 1}', ARRAY[:m1, :m2]::bigint[]) AS cb \gset
+SELECT jobq.enqueue('rrun', '{}', depends_on => ARRAY[:rp]::bigint[], on_parent_failure => 'run') AS runner \gset
+SELECT ok(jobq.cancel(:rp), 'cancel the root');
+SELECT is(ARRAY[jobq.status(:m1), jobq.status(:m2), jobq.status(:cb), jobq.status(:runner)],
+          ARRAY['cancelled', 'cancelled', 'ready', 'ready'],
+          'the cascade cancels the members and releases their callback and the root''s ''run'' child');
+SELECT is((SELECT payload -> 'batch' FROM jobq._job WHERE id = :cb),
+          '{"members": 2, "completed": 0, "dead": 0, "cancelled": 2}'::jsonb, 'with the counts of then');
+SELECT ok(jobq.retry(:rp), 'retry the root');
+SELECT is(ARRAY[jobq.status(:m1), jobq.status(:m2), jobq.status(:cb), jobq.status(:runner)],
+          ARRAY['waiting', 'waiting', 'waiting', 'waiting'],
+          'the members wait again, and so do the unclaimed callback and ''run'' child');
+SELECT is((SELECT parents_left FROM jobq._job_wait WHERE job_id = :cb), 2, 'the callback''s gate is recounted');
+SELECT is_empty(format($$SELECT id FROM jobq.claim(ARRAY['rcb', 'rrun'], 10) WHERE id IN (%s, %s)$$, :cb, :runner),
+                'neither can be claimed while its parents are live');
+-- Run the root and the members: the callback is released once more, with the new counts.
+CREATE TEMP TABLE took AS SELECT id, lease_token FROM jobq.claim('rp', 1);
+SELECT ok(jobq.complete(:rp, (SELECT lease_token FROM took)), 'the root completes');
+TRUNCATE took;
+INSERT INTO took SELECT id, lease_token FROM jobq.claim('rm', 2);
+SELECT is(jobq.complete_many(ARRAY(SELECT id FROM took ORDER BY id), ARRAY(SELECT lease_token FROM took ORDER BY id)),
+          2, 'both members complete');
+SELECT is((SELECT payload FROM jobq._job WHERE id = :cb AND status = 'ready'),
+          '{"cb": 1, "batch": {"members": 2, "completed": 2, "dead": 0, "cancelled": 0}}'::jsonb,
+          'the callback is released again with the counts of this run');
+SELECT is(jobq.status(:runner), 'ready', 'and the ''run'' child once its parent completed');
+
+-- a callback a worker claimed stays with the run it had --------------------------------------------
+SELECT jobq.enqueue('rp2', '{}', max_attempts => 1) AS rp2 \gset
+SELECT jobq.enqueue_callback('rcb2', '{}', ARRAY[:rp2]::bigint[]) AS cb2 \gset
+TRUNCATE took;
+INSERT INTO took SELECT id, lease_token FROM jobq.claim('rp2', 1);
+SELECT ok(jobq.fail(:rp2, 'fatal', (SELECT lease_token FROM took)), 'the member dies');
+TRUNCATE took;
+INSERT INTO took SELECT id, lease_token FROM jobq.claim('rcb2', 1);
+SELECT is((SELECT array_agg(id) FROM took), ARRAY[:cb2]::bigint[], 'a worker claims the released callback');
+SELECT ok(jobq.retry(:rp2), 'the member is retried');
+SELECT is(jobq.status(:cb2), 'running', 'the claimed callback runs on, with the counts it was released with');
 
 SELECT * FROM finish();
 ROLLBACK;

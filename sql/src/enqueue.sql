@@ -214,8 +214,10 @@ BEGIN
     -- (jobs of any queues) has finished — completed, dead or cancelled — and
     -- then becomes ready exactly once, its payload with "batch": {members,
     -- completed, dead, cancelled} (jobq's counts replace a "batch" key of
-    -- the payload). Returns its id. A member retried after the callback was
-    -- released does not release it again.
+    -- the payload). Returns its id. A member retried (or restored by a
+    -- retry) while the callback is released but not yet claimed puts it
+    -- back to waiting, to be released once more with the new counts; once
+    -- a worker has claimed it, a retried member does not release it again.
     v_settings := jobq._settings(enqueue_callback.queue);
     PERFORM jobq._check_queue(enqueue_callback.queue, 'queue');
     PERFORM jobq._check_payload(enqueue_callback.payload, 'payload', v_settings.max_payload_bytes);

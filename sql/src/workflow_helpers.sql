@@ -26,6 +26,7 @@ COMMENT ON FUNCTION jobq._check_parents_issued(bigint[], text) IS
 CREATE FUNCTION jobq._gate_recount(p_children bigint[]) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 BEGIN
     -- Set the gates of waiting jobs from their parents' states now: live
@@ -63,6 +64,7 @@ COMMENT ON FUNCTION jobq._gate_recount(bigint[]) IS
 CREATE FUNCTION jobq._settle(p_children bigint[]) RETURNS bigint[]
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_cause record;
@@ -120,67 +122,122 @@ COMMENT ON FUNCTION jobq._settle(bigint[]) IS
 CREATE FUNCTION jobq._finish_dependents(p_parents bigint[], p_status text) RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
+SET plan_cache_mode = force_custom_plan
 SET jit = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET enable_seqscan = off
+SET join_collapse_limit = 1
 AS $$
 DECLARE
-    v_frontier bigint[] := p_parents;
-    v_status text := p_status;
-    v_gates record;
+    v_doomed bigint[] := '{}';
+    v_cause record;
+    v_released bigint[];
 BEGIN
     -- Jobs p_parents just left the live table as p_status (completed, dead
-    -- or cancelled): count them in the gates of their waiting children,
-    -- then cancel or release the children whose gate says so (jobq._settle).
-    -- Cancelled children are the next round's parents, so a cascade goes
-    -- down the whole graph in a loop, not in recursion. A gate is one row
-    -- per waiting child, whatever its number of parents: it is locked (in
-    -- id order) by the one statement that updates it, as late as possible,
-    -- so that a wide fan-in's completions hold it only for their commit.
-    -- The gates jobs cancelled while waiting keep are left as they are (a
-    -- retry recounts them).
-    WHILE cardinality(v_frontier) > 0 LOOP
-        WITH counted AS (
-            SELECT d.child_id, count(*)::integer AS n
-            FROM jobq._job_dep AS d
-            WHERE d.parent_id = ANY (v_frontier)
-            GROUP BY d.child_id
-        ), locked AS MATERIALIZED (
-            SELECT w.job_id, c.n
-            FROM counted AS c
-            JOIN jobq._job_wait AS w ON w.job_id = c.child_id
-            JOIN jobq._job AS j ON j.id = c.child_id AND j.status = 'waiting'
-            ORDER BY w.job_id
-            FOR UPDATE OF w
-        ), updated AS (
-            UPDATE jobq._job_wait AS w
-            SET parents_left = w.parents_left - l.n,
-                completed = w.completed + CASE WHEN v_status = 'completed' THEN l.n ELSE 0 END,
-                dead = w.dead + CASE WHEN v_status = 'dead' THEN l.n ELSE 0 END,
-                cancelled = w.cancelled + CASE WHEN v_status = 'cancelled' THEN l.n ELSE 0 END
-            FROM locked AS l
-            WHERE w.job_id = l.job_id
-            RETURNING w.job_id, w.parents_left = 0 OR (w.on_parent_failure = 'cancel' AND w.dead + w.cancelled > 0)
-                                AS settles
-        )
-        SELECT coalesce(array_agg(u.job_id ORDER BY u.job_id) FILTER (WHERE u.settles), '{}') AS ids
-        INTO v_gates
-        FROM updated AS u;
-        EXIT WHEN cardinality(v_gates.ids) = 0;
-        v_frontier := jobq._settle(v_gates.ids);
-        v_status := 'cancelled';
-    END LOOP;
+    -- or cancelled): cancel the descendants their failure dooms, count the
+    -- finished jobs in the gates of the waiting children that remain, and
+    -- release those with no parent left. The cascade is one pass, linear in
+    -- the edges it follows (0.8.0 went level by level, re-planning nothing,
+    -- and a chain 3,000 deep took 15 s): every waiting descendant with
+    -- on_parent_failure 'cancel' reachable from a failed parent through
+    -- such jobs, each cancelled with the lowest root among its failed
+    -- ancestors (a failed parent's root: itself, or the root that
+    -- cancelled it) as cancelled_by, one jobq._finish per root. The
+    -- remaining waiting children of the parents and of the cancelled jobs
+    -- ('run' children, and any child of a completed parent) have their
+    -- gates updated by outcome in one statement, locked in id order as late
+    -- as possible, so that a wide fan-in's completions hold a gate only for
+    -- their commit. The gates the cancelled jobs keep are left as they are
+    -- (a retry recounts them). Planned at each call (force_custom_plan),
+    -- with the tables' sizes of then, on index paths only and joining in
+    -- the order written (each step from the jobs found in the last): a
+    -- plan cached while a graph was small (or never analyzed) scanned a
+    -- whole table at each step, and so does a recursion whose step starts
+    -- from the table instead of from the last step's jobs.
+    IF p_status <> 'completed' THEN
+        FOR v_cause IN
+            WITH RECURSIVE doomed (id, root) AS (
+                SELECT d.child_id, coalesce(a.cancelled_by, a.id)
+                FROM unnest(p_parents) AS p(id)
+                JOIN jobq._job_archive AS a ON a.id = p.id
+                JOIN jobq._job_dep AS d ON d.parent_id = p.id
+                JOIN jobq._job_wait AS w ON w.job_id = d.child_id AND w.on_parent_failure = 'cancel'
+                JOIN jobq._job AS j ON j.id = d.child_id AND j.status = 'waiting'
+              UNION
+                SELECT d.child_id, x.root
+                FROM doomed AS x
+                JOIN jobq._job_dep AS d ON d.parent_id = x.id
+                JOIN jobq._job_wait AS w ON w.job_id = d.child_id AND w.on_parent_failure = 'cancel'
+                JOIN jobq._job AS j ON j.id = d.child_id AND j.status = 'waiting'
+            )
+            SELECT r.root AS cause, array_agg(r.id ORDER BY r.id) AS ids,
+                   coalesce((SELECT a.status FROM jobq._job_archive AS a WHERE a.id = r.root), 'dead') AS fate
+            FROM (SELECT x.id, min(x.root) AS root FROM doomed AS x GROUP BY x.id) AS r
+            GROUP BY r.root
+            ORDER BY r.root
+        LOOP
+            v_doomed := v_doomed || ARRAY(
+                SELECT jobq._finish(v_cause.ids, NULL, 'cancelled',
+                                    format('cancelled: ancestor job %s %s', v_cause.cause,
+                                           CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
+                                    false, NULL, v_cause.cause));
+        END LOOP;
+    END IF;
+    WITH counted AS (
+        SELECT d.child_id,
+               count(*) FILTER (WHERE f.doomed)::integer AS cancelled_here,
+               count(*) FILTER (WHERE NOT f.doomed)::integer AS finished_here
+        FROM (SELECT u.id, false AS doomed FROM unnest(p_parents) AS u(id)
+              UNION ALL
+              SELECT u.id, true FROM unnest(v_doomed) AS u(id)) AS f
+        JOIN jobq._job_dep AS d ON d.parent_id = f.id
+        GROUP BY d.child_id
+    ), locked AS MATERIALIZED (
+        SELECT w.job_id, c.cancelled_here, c.finished_here
+        FROM counted AS c
+        JOIN jobq._job_wait AS w ON w.job_id = c.child_id
+        JOIN jobq._job AS j ON j.id = c.child_id AND j.status = 'waiting'
+        ORDER BY w.job_id
+        FOR UPDATE OF w
+    ), updated AS (
+        UPDATE jobq._job_wait AS w
+        SET parents_left = w.parents_left - l.cancelled_here - l.finished_here,
+            completed = w.completed + CASE WHEN p_status = 'completed' THEN l.finished_here ELSE 0 END,
+            dead = w.dead + CASE WHEN p_status = 'dead' THEN l.finished_here ELSE 0 END,
+            cancelled = w.cancelled + l.cancelled_here
+                        + CASE WHEN p_status = 'cancelled' THEN l.finished_here ELSE 0 END
+        FROM locked AS l
+        WHERE w.job_id = l.job_id
+        RETURNING w.job_id, w.parents_left = 0 OR (w.on_parent_failure = 'cancel' AND w.dead + w.cancelled > 0)
+                            AS settles
+    )
+    SELECT coalesce(array_agg(u.job_id ORDER BY u.job_id) FILTER (WHERE u.settles), '{}')
+    INTO v_released
+    FROM updated AS u;
+    IF cardinality(v_released) > 0 THEN
+        -- Released here; a 'cancel' child found with a failed parent (one
+        -- not waiting when the cascade looked) is cancelled, and its own
+        -- dependents follow.
+        v_doomed := jobq._settle(v_released);
+        IF cardinality(v_doomed) > 0 THEN
+            PERFORM jobq._finish_dependents(v_doomed, 'cancelled');
+        END IF;
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION jobq._finish_dependents(bigint[], text) IS
-    'Counts parents that just finished (as p_status) in their waiting children''s gates, then cancels or releases those children, down the graph.';
+    'Cancels the descendants that finished parents'' failure dooms (one pass), counts the finished jobs in the remaining waiting children''s gates, and releases those with no parent left.';
 
 CREATE FUNCTION jobq._attach(p_children bigint[], p_parents bigint[], p_on_parent_failure text, p_report boolean)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_new bigint[];
+    v_counts record;
     v_waiting bigint[];
 BEGIN
     -- Link jobs just enqueued as waiting (jobq._insert_job with p_waiting)
@@ -202,13 +259,28 @@ BEGIN
     END IF;
     INSERT INTO jobq._job_dep (parent_id, child_id)
     SELECT p.id, c.id FROM unnest(p_parents) AS p(id) CROSS JOIN unnest(v_new) AS c(id);
-    INSERT INTO jobq._job_wait (job_id, parents_left, on_parent_failure, report)
-    SELECT c.id, 0, p_on_parent_failure, p_report FROM unnest(v_new) AS c(id);
-    PERFORM jobq._gate_recount(v_new);
-    PERFORM jobq._settle(v_new);
-    v_waiting := ARRAY(SELECT j.id FROM jobq._job AS j
-                       WHERE j.id = ANY (v_new) AND j.status = 'waiting'
-                       ORDER BY j.id);
+    -- Every new job has the same parents: count their states once (live,
+    -- else as history says; completed when jobq no longer knows it).
+    SELECT count(*) FILTER (WHERE s.outcome = 'live') AS live,
+           count(*) FILTER (WHERE s.outcome = 'completed') AS completed,
+           count(*) FILTER (WHERE s.outcome = 'dead') AS dead,
+           count(*) FILTER (WHERE s.outcome = 'cancelled') AS cancelled
+    INTO v_counts
+    FROM (SELECT CASE WHEN EXISTS (SELECT FROM jobq._job AS j WHERE j.id = p.id) THEN 'live'
+                      ELSE coalesce((SELECT a.status FROM jobq._job_archive AS a WHERE a.id = p.id), 'completed')
+                 END AS outcome
+          FROM unnest(p_parents) AS p(id)) AS s;
+    INSERT INTO jobq._job_wait (job_id, parents_left, completed, dead, cancelled, on_parent_failure, report)
+    SELECT c.id, v_counts.live, v_counts.completed, v_counts.dead, v_counts.cancelled, p_on_parent_failure, p_report
+    FROM unnest(v_new) AS c(id);
+    IF v_counts.live > 0 AND (p_on_parent_failure = 'run' OR v_counts.dead + v_counts.cancelled = 0) THEN
+        v_waiting := v_new;   -- the common case: a live parent, no failure yet
+    ELSE
+        PERFORM jobq._settle(v_new);
+        v_waiting := ARRAY(SELECT j.id FROM jobq._job AS j
+                           WHERE j.id = ANY (v_new) AND j.status = 'waiting'
+                           ORDER BY j.id);
+    END IF;
     IF cardinality(v_waiting) > 0 THEN
         INSERT INTO jobq._at_commit (parents, children) VALUES (p_parents, v_waiting);
         PERFORM set_config('jobq.named_jobs', 'on', true);   -- for jobq._finish in this transaction
@@ -221,6 +293,7 @@ COMMENT ON FUNCTION jobq._attach(bigint[], bigint[], text, boolean) IS
 CREATE FUNCTION jobq._settle_at_commit() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_parents bigint[];
@@ -231,7 +304,7 @@ BEGIN
     -- What naming a job (depends_on, members, watch) needs from that job,
     -- done when the naming transaction commits: jobq._at_commit's deferred
     -- constraint trigger runs this at COMMIT, before the commit itself. The
-    -- first run takes every row of this transaction (later runs find none).
+    -- first run takes every row of this transaction, in one pass.
     -- In id order, the named jobs still live are key-share-locked and
     -- flagged: has_children for parents, watched for watched jobs. From
     -- then until the commit ends (a moment), a finishing DELETE of one of
@@ -245,7 +318,11 @@ BEGIN
     -- commit, so an open producer transaction never holds up a claim,
     -- heartbeat or acknowledgement of the jobs it names (0.8.0 locked them
     -- at the enqueue, until the commit). Locks go in id order, as
-    -- jobq._finish deletes: no deadlock with a completion.
+    -- jobq._finish deletes: no deadlock with a completion. A later run
+    -- finds its own row gone (one probe of the primary key) and stops.
+    IF NOT EXISTS (SELECT FROM jobq._at_commit AS c WHERE c.id = NEW.id) THEN
+        RETURN NULL;
+    END IF;
     WITH mine AS (
         DELETE FROM jobq._at_commit AS c WHERE c.xact = pg_current_xact_id()
         RETURNING c.parents, c.children, c.watched
@@ -296,6 +373,7 @@ CREATE CONSTRAINT TRIGGER _500_settle_at_commit
 CREATE FUNCTION jobq._restore_descendants(p_root bigint) RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     v_set bigint[];
@@ -306,8 +384,9 @@ DECLARE
 BEGIN
     -- p_root (dead or cancelled) is live again (jobq.retry): bring back the
     -- descendants its failure cancelled (cancelled_by = p_root) as waiting,
-    -- and recount the gates of its waiting children that counted it as
-    -- failed ('run'). A descendant with another dead or cancelled parent
+    -- put the children its failure (or theirs) released and nobody claimed
+    -- back to waiting, and recount the gates of the waiting children of all
+    -- of these, which counted them as failed. A descendant with another dead or cancelled parent
     -- outside that set stays cancelled, re-rooted to that parent's root (a
     -- retry of that one restores it), and so do its own descendants in the
     -- set. One whose job_key an active job now holds stays cancelled.
@@ -357,11 +436,25 @@ BEGIN
     ELSE
         v_moved := '{}';
     END IF;
-    -- The gates to recount: those moved back, and p_root's other waiting
-    -- children (the gates of finished ones are recounted by their own retry).
+    -- Children of p_root or of those moved back that a failure released
+    -- ('run' children, batch callbacks) and no worker has claimed yet wait
+    -- again: a parent of theirs is live again. (One claimed meanwhile runs
+    -- with the counts it was released with.)
+    UPDATE jobq._job AS j SET status = 'waiting', parked = true
+    WHERE j.id IN (SELECT r.id FROM jobq._job AS r
+                   WHERE r.id IN (SELECT d.child_id FROM jobq._job_dep AS d
+                                  WHERE d.parent_id = p_root OR d.parent_id = ANY (v_moved))
+                     AND r.status = 'ready'
+                     AND EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = r.id)
+                   ORDER BY r.id
+                   FOR NO KEY UPDATE OF r);
+    -- The gates to recount: those moved back, and the waiting children of
+    -- p_root and of those moved back (the gates of finished ones are
+    -- recounted by their own retry).
     v_gates := ARRAY(SELECT w.job_id FROM jobq._job_wait AS w
                      JOIN jobq._job AS j ON j.id = w.job_id AND j.status = 'waiting'
-                     WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d WHERE d.parent_id = p_root)
+                     WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d
+                                        WHERE d.parent_id = p_root OR d.parent_id = ANY (v_moved))
                         OR w.job_id = ANY (v_moved)
                      ORDER BY w.job_id);
     PERFORM jobq._gate_recount(v_gates);
