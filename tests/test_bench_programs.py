@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.bench import pooler, prune, queue_partitions, soak
+from pyqueue.bench.harness import Role, Run, Signals, Task
 from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
 from tests.conftest import proc_dsn
 from tests.coord_support import Conn, scalar
@@ -141,3 +143,27 @@ def test_a_bench_program_stopped_by_sigterm_stops_what_it_started(tmp_path: Path
     wait_until(lambda: not any(running(pid) for pid in started_here), "every process it started to end",
                timeout=10)
     assert not Path(directory).exists(), "the throwaway server's directory is deleted"
+
+
+def reports_as_it_stops(task: Task, signals: Signals) -> None:
+    """A driver that reports one sample only once told to stop (its
+    totals, say)."""
+    signals.ready()
+    signals.stop.wait()
+    signals.sample(task.worker)
+
+
+def test_every_sample_sent_as_the_drivers_stop_arrives() -> None:
+    # Run.close() used to drop the samples it took in while it waited for the
+    # drivers to end: whether one came in then was a matter of timing.
+    for _ in range(5):
+        tasks = [Task("", "", 1, f"driver-{k}") for k in range(4)]
+        with Run([Role(reports_as_it_stops, tasks)], timeout=30) as run:
+            pass
+        found: list[object] = []
+        for _ in range(100):
+            found += run.drain_samples()
+            if len(found) >= len(tasks):
+                break
+            time.sleep(0.02)
+        assert sorted(map(str, found)) == [task.worker for task in tasks]
