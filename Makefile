@@ -125,6 +125,7 @@ bench: deps venv
 	$(PY) -m pyqueue.bench.pooler $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.prune $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_partitions $(QUICK_FLAG) || status=1; \
+	$(PY) -m pyqueue.bench.cold_start $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.soak --duration $(SOAK_SECONDS) || status=1; \
 	exit $$status
 

@@ -1,0 +1,411 @@
+"""``python -m pyqueue.bench.cold_start``: a burst of jobs into a fresh
+database, and workers started at once — the way users first meet a queue
+(a first benchmark, a new deployment, a restore, a major-version upgrade:
+no table statistics yet). ``make bench`` runs it after ``pyqueue bench``.
+
+On a throwaway durable local server (or the server of ``--dsn``, where it
+creates and drops databases named ``jobq_cold_*``), for each system of
+``pyqueue.bench.cold_systems`` (the floor, a pgmq-style loop, jobq through
+SQL alone, ``pyqueue.Worker`` processes), for each W of ``--workers`` (4
+and 16), round after round (``--rounds``, 3):
+
+1. a FRESH database made for that system in that round: never analyzed,
+   no warm-up, nothing ran in it before;
+2. a burst of ``--jobs`` (1,000,000; ``--quick``: 20,000) no-op jobs
+   enqueued at once (in statements of 50,000), then W processes started at
+   once drain it, batches of 100 (the Workers: concurrency 10): **cold**.
+   Autovacuum runs as the server has it; when it analyzed the table during
+   the drain (or before it began) the report says so. ``--hold-autovacuum``
+   keeps it off the table until the cold drain is over, so that every cold
+   drain runs without statistics however long it takes;
+3. **warm**: the first drain's dead rows vacuumed, the same burst again,
+   the table ANALYZEd (with the burst in it, as autovacuum would), and
+   drained again by new processes. Cold and warm differ by the statistics
+   and by the first drain alone: the jobs of both are freshly inserted.
+
+Drain time comes from the workers' own clocks, first claim to last
+acknowledgement (see ``cold_systems``). The median of the rounds counts
+(every round is in the JSON); it reports jobs/s, each system ÷ the floor,
+÷ the pgmq-style loop, and cold ÷ warm, and judges issue 24's goals:
+pyqueue.Worker ÷ the pgmq-style loop ≥ ``--min-vs-pgmq`` (1.0), cold, at
+every W; jobq's cold ÷ warm ≥ ``--min-cold-warm`` (0.9) for the Worker and
+the bare SQL loop, at every W. It exits 1 when a goal is missed, saying
+why; and it shows the plan ``jobq.claim`` takes in a never-analyzed table
+(read with auto_explain in a database of its own, when it may be loaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from pyqueue import schema
+from pyqueue.bench import cold_systems, profiling, sql_loops
+from pyqueue.bench.cold_systems import SYSTEMS, Drain, System
+from pyqueue.bench.config import STEP_TIMEOUT
+from pyqueue.bench.harness import BenchError, progress, ratio, sigterm_unwinds
+from pyqueue.bench.report import format_table
+from pyqueue.bench.suite import LOCAL_SETTINGS, counts, database, int_list
+
+DEFAULT_JSON = Path("bench-results/cold_start.json")
+DATABASE_PREFIX = "jobq_cold_"
+BATCH = 100  # jobs per claim, read, DELETE; the Workers' batch_size
+CONCURRENCY = 10  # handler threads per pyqueue.Worker process
+MIN_RATE = 200.0  # jobs/s: a drain slower than this over the whole burst counts as stuck
+PLAN_JOBS = 100_000  # jobs in the database the cold claim plan is read in (at most --jobs)
+PHASES = ("cold", "warm")
+JOBQ_SYSTEMS = ("jobq_sql", "pyqueue")  # whose cold ÷ warm is a goal
+SETTINGS_REPORTED = ("server_version", "fsync", "synchronous_commit", "shared_buffers", "autovacuum",
+                     "autovacuum_naptime", "max_connections")
+
+
+@dataclass(frozen=True)
+class Settings:
+    jobs: int = 1_000_000  # the burst (issue 24: 1,000,000 in the full run)
+    workers: tuple[int, ...] = (4, 16)  # worker processes started at once
+    rounds: int = 3  # interleaved rounds of every system; the median counts
+    min_vs_pgmq: float = 1.0  # goal: pyqueue.Worker ÷ pgmq-style, cold, at every W
+    min_cold_warm: float = 0.9  # goal: jobq's cold ÷ warm (Worker and SQL loop), at every W
+    hold_autovacuum: bool = False  # autovacuum kept off each table until its cold drain is over
+
+
+QUICK = Settings(jobs=20_000, rounds=1)
+
+
+# --- the databases -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def server(dsn: str | None) -> Iterator[str]:
+    """The DSN of a database on the server to use (a throwaway local one
+    without ``dsn``); SIGTERM unwinds, so drivers and the server stop."""
+    if dsn:
+        with sigterm_unwinds():
+            yield dsn
+        return
+    with database(None, LOCAL_SETTINGS) as (local, _mode):
+        yield local
+
+
+@contextlib.contextmanager
+def fresh_database(admin: sql_loops.Conn, dsn: str, name: str) -> Iterator[str]:
+    """A new, empty database ``name`` on the server of ``dsn`` (from
+    template1), dropped afterwards; its DSN."""
+    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield psycopg.conninfo.make_conninfo(dsn, dbname=name)
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def server_facts(admin: sql_loops.Conn) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    for name in SETTINGS_REPORTED:
+        row = admin.execute("SELECT current_setting(%s, true)", (name,)).fetchone()
+        facts[name] = row[0] if row else None
+    facts["jobq_version"] = schema.packaged_version()
+    return facts
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+def one_system(admin: sql_loops.Conn, dsn: str, system: System, workers: int, settings: Settings,
+               ) -> tuple[Drain, Drain]:
+    """A fresh database for ``system``: the burst drained cold, then again warm."""
+    jobs = settings.jobs
+    timeout = max(STEP_TIMEOUT, jobs / MIN_RATE)
+    with fresh_database(admin, dsn, f"{DATABASE_PREFIX}{system.name}_w{workers}") as target, \
+            sql_loops.connect(target) as conn:
+        system.setup(conn)
+        if settings.hold_autovacuum:
+            conn.execute(f"ALTER TABLE {system.table} SET (autovacuum_enabled = off)")
+        system.fill(conn, jobs)
+        measured: list[Drain] = []
+        for phase in PHASES:
+            if phase == "warm":  # as a running database: the drain's dead rows vacuumed, statistics
+                if settings.hold_autovacuum:
+                    conn.execute(f"ALTER TABLE {system.table} RESET (autovacuum_enabled)")
+                conn.execute(f"VACUUM {system.table}")
+                system.fill(conn, jobs)
+                conn.execute(f"ANALYZE {system.table}")
+            found = cold_systems.drain(target, conn, system, workers, jobs, batch=BATCH,
+                                       concurrency=CONCURRENCY, timeout=timeout)
+            measured.append(found)
+            progress(f"cold start, {system.name}, W={workers}, {phase}: "
+                     f"{found.outcome.jobs_per_s:,.0f} jobs/s{analyzed_note(found)}")
+    return measured[0], measured[1]
+
+
+def analyzed_note(found: Drain) -> str:
+    if found.analyzed_after_s is not None:
+        return f" (autovacuum analyzed the table {found.analyzed_after_s:.1f} s into the drain)"
+    return ""
+
+
+def cold_claim_plan(admin: sql_loops.Conn, dsn: str, jobs: int) -> dict[str, Any]:
+    """The plan of jobq.claim(q, BATCH) in a never-analyzed table of
+    min(jobs, PLAN_JOBS) ready jobs, in a database of its own (reading it
+    touches every row, which would warm the table up)."""
+    count = min(jobs, PLAN_JOBS)
+    with fresh_database(admin, dsn, f"{DATABASE_PREFIX}plan") as target, sql_loops.connect(target) as conn:
+        cold_systems.jobq_setup(conn)
+        cold_systems.jobq_fill(conn, count)
+        try:
+            plan = profiling.claim_plan(conn, cold_systems.QUEUE, BATCH)
+        except psycopg.Error as exc:
+            return {"jobs": count, "unavailable": f"auto_explain could not be used: {str(exc).strip()}"}
+    nodes = plan["nodes"]  # of the statement that locks the rows with SKIP LOCKED, root first
+    return {"jobs": count, "calls": profiling.PLAN_CALLS, "nodes": nodes, "statements": plan["statements"],
+            "lookup_ms": nodes[0]["ms"] if nodes else None}
+
+
+def median(drains: list[Drain]) -> Drain:
+    """The median drain by jobs/s (the lower middle one of an even count)."""
+    return sorted(drains, key=lambda d: d.outcome.jobs_per_s)[(len(drains) - 1) // 2]
+
+
+def measure(dsn: str, settings: Settings) -> dict[str, Any]:
+    """Every system at every W, round after round; medians, ratios, goals."""
+    runs: dict[tuple[int, str, str], list[Drain]] = {}
+    with sql_loops.connect(dsn) as admin:
+        facts = server_facts(admin)
+        progress(f"cold start: the claim's plan in a never-analyzed table of "
+                 f"{min(settings.jobs, PLAN_JOBS):,} jobs")
+        plan = cold_claim_plan(admin, dsn, settings.jobs)
+        for round_number in range(1, settings.rounds + 1):
+            for workers in settings.workers:
+                progress(f"cold start, round {round_number} of {settings.rounds}, W={workers}: "
+                         f"{settings.jobs:,} jobs into a fresh database per system")
+                for system in SYSTEMS:
+                    cold, warm = one_system(admin, dsn, system, workers, settings)
+                    runs.setdefault((workers, system.name, "cold"), []).append(cold)
+                    runs.setdefault((workers, system.name, "warm"), []).append(warm)
+    results: dict[str, Any] = {"settings": asdict(settings), "batch": BATCH, "concurrency": CONCURRENCY,
+                               "server": facts, "claim_plan_cold": plan, "systems": {
+                                   s.name: s.label for s in SYSTEMS}, "workers": {}}
+    for workers in settings.workers:
+        results["workers"][str(workers)] = cells(runs, workers)
+    results["goals"] = goals(results, settings)
+    results["ok"] = all(goal["met"] for goal in results["goals"].values())
+    return results
+
+
+def cells(runs: dict[tuple[int, str, str], list[Drain]], workers: int) -> dict[str, Any]:
+    """Each system's median cold and warm drain at ``workers``, with the
+    ratios to the floor and the pgmq-style loop, and cold ÷ warm."""
+    chosen = {(name, phase): median(runs[(workers, name, phase)]) for name in cold_systems.BY_NAME
+              for phase in PHASES}
+    found: dict[str, Any] = {}
+    for system in SYSTEMS:
+        row: dict[str, Any] = {}
+        for phase in PHASES:
+            drain, every = chosen[(system.name, phase)], runs[(workers, system.name, phase)]
+            rate = drain.outcome.jobs_per_s
+            row[phase] = {
+                **drain.as_dict(),
+                "ratio_to_floor": ratio(rate, chosen[("floor", phase)].outcome.jobs_per_s),
+                "ratio_to_pgmq": ratio(rate, chosen[("pgmq", phase)].outcome.jobs_per_s),
+                "runs_jobs_per_s": [round(d.outcome.jobs_per_s, 1) for d in every],
+                "runs_analyzed_after_s": [d.analyzed_after_s for d in every],
+                "runs_analyzed_before": [d.analyzed_before for d in every],
+            }
+        row["cold_vs_warm"] = ratio(row["cold"]["jobs_per_s"], row["warm"]["jobs_per_s"])
+        found[system.name] = row
+    return found
+
+
+def goals(results: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """Issue 24's goals against this run: each with its label, bound, value and whether met."""
+    found: dict[str, Any] = {}
+
+    def judge(name: str, label: str, value: float | None, bound: float) -> None:
+        found[name] = {"label": label, "value": value, "min": bound,
+                       "met": value is not None and value >= bound}
+
+    for w, rows in results["workers"].items():
+        judge(f"pyqueue_vs_pgmq_w{w}", f"pyqueue.Worker ÷ pgmq-style, cold, W={w}",
+              rows["pyqueue"]["cold"]["ratio_to_pgmq"], settings.min_vs_pgmq)
+        for name in JOBQ_SYSTEMS:
+            who = "pyqueue.Worker" if name == "pyqueue" else "jobq SQL"
+            judge(f"{name}_cold_vs_warm_w{w}", f"{who}: cold ÷ warm, W={w}", rows[name]["cold_vs_warm"],
+                  settings.min_cold_warm)
+    return found
+
+
+# --- the report --------------------------------------------------------------------------------
+
+def number(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def analyzed_cell(entry: dict[str, Any]) -> str:
+    """When autovacuum analyzed the table, round by round: before the drain, after s seconds, or not."""
+    pairs = zip(entry["runs_analyzed_before"], entry["runs_analyzed_after_s"], strict=True)
+    return ", ".join("before" if before else "-" if after is None else f"{after:.1f} s"
+                     for before, after in pairs)
+
+
+def plan_text(plan: dict[str, Any]) -> str:
+    """How the cold claim found its rows: its scans of jobq._job and their rows, and its time."""
+    if "unavailable" in plan:
+        return f"jobq.claim's plan in a never-analyzed table: {plan['unavailable']}"
+    scans = [f"{n['node']} on {n['on']} ({n['rows']:,} rows)" for n in plan["nodes"]
+             if str(n["on"] or "").startswith("_job")]
+    ms = plan["lookup_ms"]
+    return (f"jobq.claim(q, {BATCH}) in a never-analyzed table of {plan['jobs']:,} ready jobs (auto_explain, "
+            f"call {plan['calls']} of one session): {', '.join(scans) or 'no scan of jobq._job found'}"
+            + (f"; {ms:,.1f} ms for the statement that locks the rows" if ms is not None else ""))
+
+
+def summary(results: dict[str, Any]) -> str:
+    settings, server_ = results["settings"], results["server"]
+    lines = [
+        f"Cold start: {settings['jobs']:,} no-op jobs enqueued at once into a fresh database per system and "
+        f"round (never analyzed, no warm-up), W processes started at once, batches of {results['batch']} "
+        f"(pyqueue.Worker: concurrency {results['concurrency']}); warm: the same burst again once the "
+        f"database drained it, VACUUMed, refilled and ANALYZEd; median of {settings['rounds']} interleaved "
+        "round(s)",
+        f"jobq {server_['jobq_version']}, PostgreSQL {server_['server_version']}, fsync={server_['fsync']}, "
+        f"synchronous_commit={server_['synchronous_commit']}, shared_buffers={server_['shared_buffers']}, "
+        f"autovacuum={server_['autovacuum']} (naptime {server_['autovacuum_naptime']})"
+        + ("; held off each table until its cold drain was over" if settings["hold_autovacuum"] else ""),
+    ]
+    header = ["", "cold jobs/s", "÷ floor", "÷ pgmq", "warm jobs/s", "÷ floor", "÷ pgmq", "cold ÷ warm",
+              "cold: autovacuum ANALYZE"]
+    for w, rows in results["workers"].items():
+        table = []
+        for name, label in results["systems"].items():
+            row = rows[name]
+            cold, warm = row["cold"], row["warm"]
+            table.append([label, number(cold["jobs_per_s"], 0), number(cold["ratio_to_floor"]),
+                          number(cold["ratio_to_pgmq"]), number(warm["jobs_per_s"], 0),
+                          number(warm["ratio_to_floor"]), number(warm["ratio_to_pgmq"]),
+                          number(row["cold_vs_warm"]), analyzed_cell(cold)])
+        lines += ["", format_table([f"W={w} processes", *header[1:]], table)]
+        cold_ms, warm_ms = (rows["pyqueue"][phase]["startup_s"] * 1000 for phase in PHASES)
+        lines.append(f"  pyqueue.Worker start-up, run() to its first job in hand (before its drain time): "
+                     f"cold {cold_ms:,.0f} ms, warm {warm_ms:,.0f} ms")
+    lines += ["", plan_text(results["claim_plan_cold"]), "", goals_text(results)]
+    return "\n".join(lines)
+
+
+def goals_text(results: dict[str, Any]) -> str:
+    rows = [[g["label"], f"≥ {g['min']:g}", number(g["value"]), "met" if g["met"] else "NOT met"]
+            for g in results["goals"].values()]
+    text = "Goals (issue 24)\n" + format_table(["goal", "bound", "this run", ""], rows)
+    why = reasons(results)
+    return text + ("\n" + "\n".join(why) if why else "")
+
+
+def reasons(results: dict[str, Any]) -> list[str]:
+    """For every missed goal, what this run says about why."""
+    found: list[str] = []
+    for name, goal in results["goals"].items():
+        if goal["met"]:
+            continue
+        w = name.rsplit("_w", 1)[1]
+        rows = results["workers"][w]
+        sql_, worker = rows["jobq_sql"], rows["pyqueue"]
+        missed = f"NOT met, {goal['label']}: {number(goal['value'])} (goal ≥ {goal['min']:g})"
+        if name.startswith("pyqueue_vs_pgmq"):
+            python = {phase: ratio(worker[phase]["jobs_per_s"], sql_[phase]["jobs_per_s"])
+                      for phase in PHASES}
+            found.append(
+                f"{missed}. jobq's SQL alone drained the cold burst at "
+                f"{number(sql_['cold']['ratio_to_pgmq'])} of the pgmq-style loop, and the Worker at "
+                f"{number(python['cold'])} of jobq's SQL (warm: {number(sql_['warm']['ratio_to_pgmq'])} "
+                f"and {number(python['warm'])}).")
+        else:
+            row = rows[name.split("_cold_vs_warm")[0]]
+            cold, warm = row["cold"], row["warm"]
+            analyzed = [a for a in cold["runs_analyzed_after_s"] if a is not None]
+            when = f" (after {', '.join(f'{a:.1f}' for a in analyzed)} s)" if analyzed else ""
+            found.append(
+                f"{missed}: {number(cold['jobs_per_s'], 0)} jobs/s cold against "
+                f"{number(warm['jobs_per_s'], 0)} warm, where the floor keeps "
+                f"{number(rows['floor']['cold_vs_warm'])} and the pgmq-style loop "
+                f"{number(rows['pgmq']['cold_vs_warm'])}; autovacuum analyzed jobq._job during "
+                f"{len(analyzed)} of {len(cold['runs_analyzed_after_s'])} cold drain(s){when}. "
+                "See the claim's plan above.")
+    return found
+
+
+# --- the program -----------------------------------------------------------------------------
+
+def count(text: str) -> int:
+    """A whole number of at least 1 (--jobs, --rounds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def goal_ratio(text: str) -> float:
+    """A ratio of at least 0 (the goals' bounds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a ratio such as 0.9, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite ratio of at least 0, got {text}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyqueue.bench.cold_start", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dsn", help="a server to use instead of a throwaway local one (the program creates "
+                        f"and drops databases {DATABASE_PREFIX}* there: it needs CREATEDB)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"--jobs {QUICK.jobs}, --rounds {QUICK.rounds}")
+    parser.add_argument("--jobs", type=count, metavar="N",
+                        help=f"jobs in the burst (default {Settings.jobs})")
+    parser.add_argument("--workers", type=int_list, metavar="W,W",
+                        help=f"worker processes started at once (default {counts(Settings.workers)})")
+    parser.add_argument("--rounds", type=count, metavar="N",
+                        help=f"interleaved rounds; the median counts (default {Settings.rounds})")
+    parser.add_argument("--min-vs-pgmq", type=goal_ratio, metavar="RATIO",
+                        help=f"goal: pyqueue.Worker ÷ pgmq-style, cold (default {Settings.min_vs_pgmq:g})")
+    parser.add_argument("--min-cold-warm", type=goal_ratio, metavar="RATIO",
+                        help=f"goal: jobq's cold ÷ warm (default {Settings.min_cold_warm:g})")
+    parser.add_argument("--hold-autovacuum", action="store_true", default=None,
+                        help="keep autovacuum off each system's table until its cold drain is over, so that "
+                        "every cold drain runs without statistics however long it takes (by default "
+                        "autovacuum runs as the server has it, and the report says when it analyzed)")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"results file ({DEFAULT_JSON})")
+    args = parser.parse_args(argv)
+    overrides = {"jobs": args.jobs, "workers": args.workers, "rounds": args.rounds,
+                 "min_vs_pgmq": args.min_vs_pgmq, "min_cold_warm": args.min_cold_warm,
+                 "hold_autovacuum": args.hold_autovacuum}
+    settings = replace(QUICK if args.quick else Settings(),
+                       **{k: v for k, v in overrides.items() if v is not None})
+    started = time.perf_counter()
+    try:
+        with server(args.dsn) as dsn:
+            results = measure(dsn, settings)
+    except (BenchError, psycopg.Error) as error:
+        print(f"cold start benchmark failed: {str(error).strip()}", file=sys.stderr)
+        return 1
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    print(summary(results))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
+    print(f"results: {args.json}")
+    return 0 if results["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
