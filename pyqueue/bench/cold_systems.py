@@ -49,6 +49,7 @@ PGMQ_VISIBILITY = 30  # seconds a read message stays hidden (pgmq read's vt)
 IDLE_WAIT = 0.05  # seconds a driver that found nothing waits before it looks again
 ACK_POLL = 0.005  # seconds between the parent's looks for a Worker drain's last acknowledgements
 SAMPLE_TIMEOUT = 5.0  # seconds to wait for the drivers' clocks after they stopped
+PHASES = ("cold", "warm")  # the two drains of a burst: in a fresh database, then once it is analyzed
 
 PGMQ_DDL = f"""
 CREATE SCHEMA pgmq_style;
