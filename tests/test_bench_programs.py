@@ -194,6 +194,16 @@ def test_the_cold_start_benchmark_refuses_bad_arguments(argv: list[str], message
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("bench_args", "expected"), [
+    ([], "-m pyqueue.bench.cold_start  || status=1"),
+    (["BENCH_ARGS=--quick"], "-m pyqueue.bench.cold_start --quick || status=1")])
+def test_make_bench_runs_the_cold_start(bench_args: list[str], expected: str) -> None:
+    shown = subprocess.run(["make", "-n", "-C", str(Path(__file__).resolve().parent.parent), "bench",
+                            *bench_args], capture_output=True, text=True, check=True,
+                           env={**os.environ, "MAKEFLAGS": ""}).stdout
+    assert expected in shown, shown
+
+
 def cold_databases(admin: str) -> list[str]:
     with psycopg.connect(admin, autocommit=True) as conn:
         return [str(row[0]) for row in conn.execute(
