@@ -104,7 +104,10 @@ def fresh_database(admin: sql_loops.Conn, dsn: str, name: str) -> Iterator[str]:
     try:
         yield psycopg.conninfo.make_conninfo(dsn, dbname=name)
     finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        try:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except psycopg.Error as exc:  # said, not raised: it must not hide what ended the run (SIGTERM)
+            progress(f"could not drop the database {name}: {str(exc).strip()}")
 
 
 def server_facts(admin: sql_loops.Conn) -> dict[str, Any]:
@@ -189,11 +192,11 @@ def measure(dsn: str, settings: Settings) -> dict[str, Any]:
                     cold, warm = one_system(admin, dsn, system, workers, settings)
                     runs.setdefault((workers, system.name, "cold"), []).append(cold)
                     runs.setdefault((workers, system.name, "warm"), []).append(warm)
-    results: dict[str, Any] = {"settings": asdict(settings), "batch": BATCH, "concurrency": CONCURRENCY,
-                               "server": facts, "claim_plan_cold": plan, "systems": {
-                                   s.name: s.label for s in SYSTEMS}, "workers": {}}
-    for workers in settings.workers:
-        results["workers"][str(workers)] = cells(runs, workers)
+    results: dict[str, Any] = {
+        "settings": asdict(settings), "batch": BATCH, "concurrency": CONCURRENCY, "server": facts,
+        "claim_plan_cold": plan, "systems": {s.name: s.label for s in SYSTEMS},
+        "workers": {str(workers): cells(runs, workers) for workers in settings.workers},
+    }
     results["goals"] = goals(results, settings)
     results["ok"] = all(goal["met"] for goal in results["goals"].values())
     return results
