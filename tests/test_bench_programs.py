@@ -28,7 +28,7 @@ import psycopg
 import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
-from pyqueue.bench import cold_start, pooler, prune, queue_partitions, soak
+from pyqueue.bench import cold_start, cold_systems, pooler, prune, queue_partitions, soak
 from pyqueue.bench.harness import Role, Run, Signals, Task
 from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
 from tests.conftest import proc_dsn
@@ -204,6 +204,27 @@ def test_make_bench_runs_the_cold_start(bench_args: list[str], expected: str) ->
     assert expected in shown, shown
 
 
+@pytest.mark.parametrize("name", ["floor", "pgmq", "jobq_sql"])
+def test_a_burst_goes_in_with_autovacuum_off_and_the_table_gets_its_own_settings_back(conn: Conn,
+                                                                                    name: str) -> None:
+    system = cold_systems.BY_NAME[name]
+    if name != "jobq_sql":  # this test's database has jobq already
+        system.setup(conn)
+
+    def options() -> list[str]:
+        return list(scalar(conn, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = %s::regclass",
+                           (system.table,)))
+
+    own = options()
+    cold_start.burst(conn, system, 500)
+    assert scalar(conn, f"SELECT count(*) FROM {system.table}") == 500
+    assert options() == [*own, "autovacuum_enabled=off"]
+    cold_start.release_autovacuum(conn, system)
+    assert options() == own
+    if name == "jobq_sql":
+        assert "fillfactor=40" in own  # jobq's own settings, kept
+
+
 def cold_databases(admin: str) -> list[str]:
     with psycopg.connect(admin, autocommit=True) as conn:
         return [str(row[0]) for row in conn.execute(
@@ -237,7 +258,7 @@ def test_a_tiny_cold_start_prints_every_row_and_fails_when_a_goal_is_missed(
     assert rows["floor"]["cold"]["ratio_to_floor"] == rows["pgmq"]["warm"]["ratio_to_pgmq"] == 1.0
     assert rows["pyqueue"]["cold"]["startup_s"] > 0
     assert rows["pyqueue"]["cold"]["handled_s"] <= rows["pyqueue"]["cold"]["seconds"]
-    assert rows["floor"]["cold"]["analyzed_before"] is False  # a fresh database: never analyzed
+    assert all(row["cold"]["analyzed_before"] is False for row in rows.values())  # fresh: never analyzed
     assert rows["floor"]["warm"]["analyzed_before"] is True  # ANALYZE before the warm drain
     goal = results["goals"]["pyqueue_vs_pgmq_w2"]
     assert goal["min"] == 1000 and goal["met"] is False and results["ok"] is False

@@ -17,10 +17,12 @@ def number(value: float | None, digits: int = 2) -> str:
 
 
 def analyzed_cell(entry: dict[str, Any]) -> str:
-    """When autovacuum analyzed the table, round by round: before the drain, after s seconds, or not."""
-    pairs = zip(entry["runs_analyzed_before"], entry["runs_analyzed_after_s"], strict=True)
-    return ", ".join("before" if before else "-" if after is None else f"{after:.1f} s"
-                     for before, after in pairs)
+    """When the table was analyzed, round by round: before the drain, s seconds into it, both, or not."""
+    rounds = []
+    for before, after in zip(entry["runs_analyzed_before"], entry["runs_analyzed_after_s"], strict=True):
+        when = (["before"] if before else []) + ([f"{after:.1f} s"] if after is not None else [])
+        rounds.append(" & ".join(when) or "-")
+    return ", ".join(rounds)
 
 
 def plan_text(plan: dict[str, Any], batch: int) -> str:
@@ -98,11 +100,13 @@ def reasons(results: dict[str, Any]) -> list[str]:
             cold, warm = row["cold"], row["warm"]
             analyzed = [a for a in cold["runs_analyzed_after_s"] if a is not None]
             when = f" (after {', '.join(f'{a:.1f}' for a in analyzed)} s)" if analyzed else ""
+            before = sum(1 for b in cold["runs_analyzed_before"] if b)
             found.append(
                 f"{missed}: {number(cold['jobs_per_s'], 0)} jobs/s cold against "
                 f"{number(warm['jobs_per_s'], 0)} warm, where the floor keeps "
                 f"{number(rows['floor']['cold_vs_warm'])} and the pgmq-style loop "
                 f"{number(rows['pgmq']['cold_vs_warm'])}; autovacuum analyzed jobq._job during "
-                f"{len(analyzed)} of {len(cold['runs_analyzed_after_s'])} cold drain(s){when}. "
-                "See the claim's plan above.")
+                f"{len(analyzed)} of {len(cold['runs_analyzed_after_s'])} cold drain(s){when}"
+                + (f", and before {before} of them began" if before else "")
+                + ". See the claim's plan above.")
     return found
