@@ -6,15 +6,21 @@ verdict catches drift, growth and a slowing pickup, and the pooler counts
 the round of median ratio and refuses bad sizes. A bench program stopped by
 SIGTERM mid-drain stops its driver processes, PgBouncer and its throwaway
 server before it exits. (The pooler's drain is exercised by
-tests/test_pooler_fleet.py.)"""
+tests/test_pooler_fleet.py.) The cold-start benchmark (issue 24) refuses
+bad arguments, prints every row of a tiny run, exits 1 when a goal is
+missed (forced by its own option) and says why, and drops its databases."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +28,8 @@ import psycopg
 import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
-from pyqueue.bench import pooler, prune, queue_partitions, soak
+from pyqueue.bench import cold_start, cold_systems, pooler, prune, queue_partitions, soak
+from pyqueue.bench.harness import Role, Run, Signals, Task
 from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
 from tests.conftest import proc_dsn
 from tests.coord_support import Conn, scalar
@@ -130,6 +137,177 @@ def test_a_bench_program_stopped_by_sigterm_stops_what_it_started(tmp_path: Path
         below = descendants(bench.pid)
         server = processes_mentioning(directory)
         assert len(below) >= 3 and server, (below, server)  # forkserver, 2 consumers, PgBouncer; the server
+        bench.send_signal(signal.SIGTERM)
+        _, err = bench.communicate(timeout=90)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    assert bench.returncode == 128 + signal.SIGTERM, err
+    assert "SIGTERM: stopping the drivers and the servers first" in err
+    started_here = below | set(server)
+    wait_until(lambda: not any(running(pid) for pid in started_here), "every process it started to end",
+               timeout=10)
+    assert not Path(directory).exists(), "the throwaway server's directory is deleted"
+
+
+# --- the cold-start benchmark (issue 24) ---------------------------------------------------
+
+def reports_as_it_stops(task: Task, signals: Signals) -> None:
+    """A driver that reports one sample only once told to stop (its
+    totals, say)."""
+    signals.ready()
+    signals.stop.wait()
+    signals.sample(task.worker)
+
+
+def test_every_sample_sent_as_the_drivers_stop_arrives() -> None:
+    # Run.close() used to drop the samples it took in while it waited for the
+    # drivers to end: whether one came in then was a matter of timing.
+    for _ in range(5):
+        tasks = [Task("", "", 1, f"driver-{k}") for k in range(4)]
+        with Run([Role(reports_as_it_stops, tasks)], timeout=30) as run:
+            pass
+        found: list[object] = []
+        for _ in range(100):
+            found += run.drain_samples()
+            if len(found) >= len(tasks):
+                break
+            time.sleep(0.02)
+        assert sorted(map(str, found)) == [task.worker for task in tasks]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--jobs", "0"], "argument --jobs: must be at least 1, got 0"),
+    (["--jobs", "many"], "argument --jobs: expected a whole number, got 'many'"),
+    (["--workers", "0"], "argument --workers: expected comma-separated counts of at least 1"),
+    (["--workers", "4,x"], "argument --workers: expected comma-separated integers, got '4,x'"),
+    (["--rounds", "0"], "argument --rounds: must be at least 1, got 0"),
+    (["--min-vs-pgmq", "-1"], "argument --min-vs-pgmq: must be a finite ratio of at least 0, got -1"),
+    (["--min-cold-warm", "nan"], "argument --min-cold-warm: must be a finite ratio of at least 0, got nan"),
+    (["--min-cold-warm", "most"], "argument --min-cold-warm: expected a ratio such as 0.9, got 'most'"),
+])
+def test_the_cold_start_benchmark_refuses_bad_arguments(argv: list[str], message: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cold_start.main(argv)
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("bench_args", "expected"), [
+    ([], "-m pyqueue.bench.cold_start  || status=1"),
+    (["BENCH_ARGS=--quick"], "-m pyqueue.bench.cold_start --quick || status=1")])
+def test_make_bench_runs_the_cold_start(bench_args: list[str], expected: str) -> None:
+    shown = subprocess.run(["make", "-n", "-C", str(Path(__file__).resolve().parent.parent), "bench",
+                            *bench_args], capture_output=True, text=True, check=True,
+                           env={**os.environ, "MAKEFLAGS": ""}).stdout
+    assert expected in shown, shown
+
+
+@pytest.mark.parametrize("name", ["floor", "pgmq", "jobq_sql"])
+def test_a_burst_goes_in_with_autovacuum_off_and_the_table_gets_its_own_settings_back(conn: Conn,
+                                                                                    name: str) -> None:
+    system = cold_systems.BY_NAME[name]
+    if name != "jobq_sql":  # this test's database has jobq already
+        system.setup(conn)
+
+    def options() -> list[str]:
+        return list(scalar(conn, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = %s::regclass",
+                           (system.table,)))
+
+    own = options()
+    cold_start.burst(conn, system, 500)
+    assert scalar(conn, f"SELECT count(*) FROM {system.table}") == 500
+    assert options() == [*own, "autovacuum_enabled=off"]
+    cold_start.release_autovacuum(conn, system)
+    assert options() == own
+    if name == "jobq_sql":
+        assert "fillfactor=40" in own  # jobq's own settings, kept
+
+
+def cold_databases(admin: str) -> list[str]:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        return [str(row[0]) for row in conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'jobq\\_cold\\_%' ORDER BY 1").fetchall()]
+
+
+def tiny_cold_start(admin: str, directory: Path, *goals: str) -> tuple[int, str, dict[str, Any]]:
+    """A cold start of 300 jobs with 2 processes, one round, on the test
+    server: its exit code, what it printed and its JSON."""
+    json_path = directory / "cold.json"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cold_start.main(["--dsn", admin, "--jobs", "300", "--workers", "2", "--rounds", "1", *goals,
+                                "--json", str(json_path)])
+    return code, printed.getvalue(), json.loads(json_path.read_text())
+
+
+def test_a_tiny_cold_start_prints_every_row_and_fails_when_a_goal_is_missed(
+        postgresql_proc: PostgreSQLExecutor, tmp_path: Path) -> None:
+    admin = proc_dsn(postgresql_proc, "postgres")
+    code, printed, results = tiny_cold_start(admin, tmp_path, "--min-vs-pgmq", "1000")
+    assert code == 1, printed
+    rows = results["workers"]["2"]
+    assert list(rows) == ["floor", "pgmq", "jobq_sql", "pyqueue"]
+    for name, row in rows.items():
+        assert results["systems"][name] in printed
+        for phase in ("cold", "warm"):
+            assert row[phase]["jobs"] == 300 and row[phase]["jobs_per_s"] > 0, (name, phase, row)
+            assert row[phase]["runs_jobs_per_s"] == [row[phase]["jobs_per_s"]]
+        assert row["cold_vs_warm"] == round(row["cold"]["jobs_per_s"] / row["warm"]["jobs_per_s"], 3)
+    assert rows["floor"]["cold"]["ratio_to_floor"] == rows["pgmq"]["warm"]["ratio_to_pgmq"] == 1.0
+    assert rows["pyqueue"]["cold"]["startup_s"] > 0
+    assert rows["pyqueue"]["cold"]["handled_s"] <= rows["pyqueue"]["cold"]["seconds"]
+    assert all(row["cold"]["analyzed_before"] is False for row in rows.values())  # fresh: never analyzed
+    assert rows["floor"]["warm"]["analyzed_before"] is True  # ANALYZE before the warm drain
+    goal = results["goals"]["pyqueue_vs_pgmq_w2"]
+    assert goal["min"] == 1000 and goal["met"] is False and results["ok"] is False
+    assert "pyqueue.Worker ÷ pgmq-style, cold, W=2" in printed and "NOT met" in printed
+    assert "NOT met, pyqueue.Worker ÷ pgmq-style, cold, W=2" in printed  # and why
+    assert "jobq's SQL alone drained the cold burst at" in printed
+    assert "in a never-analyzed table of 300 ready jobs" in printed
+    assert any(node["on"] == "_job" for node in results["claim_plan_cold"]["nodes"])
+    assert cold_databases(admin) == [], "its databases are dropped"
+
+    code, printed, results = tiny_cold_start(admin, tmp_path, "--min-vs-pgmq", "0", "--min-cold-warm", "0",
+                                             "--hold-autovacuum")
+    assert code == 0, printed
+    assert results["ok"] is True and "NOT met" not in printed
+    assert results["settings"]["hold_autovacuum"] is True
+    assert "held off each table until its cold drain was over" in printed
+    for row in results["workers"]["2"].values():
+        cold = row["cold"]
+        assert cold["runs_analyzed_before"] == [False] and cold["runs_analyzed_after_s"] == [None], row
+    assert set(results["goals"]) == {"pyqueue_vs_pgmq_w2", "jobq_sql_cold_vs_warm_w2",
+                                     "pyqueue_cold_vs_warm_w2"}
+
+
+def test_the_cold_start_benchmark_stopped_by_sigterm_stops_what_it_started(tmp_path: Path) -> None:
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "pyqueue.bench.cold_start", "--jobs", "200000", "--workers", "2",
+         "--rounds", "1", "--json", str(tmp_path / "cold.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert bench.stderr is not None
+        first = bench.stderr.readline()
+        started = re.search(r"starting a throwaway PostgreSQL server in (\S+)", first)
+        assert started, first
+        directory = started.group(1)
+        dsn = f"host={directory} port={LOCAL_PORT} user=postgres dbname={LOCAL_DATABASE}"
+
+        def draining() -> bool:  # the floor's two drivers connected to its fresh database
+            try:
+                with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
+                    return bool(scalar(conn, "SELECT count(*) >= 3 FROM pg_stat_activity "
+                                             "WHERE datname = 'jobq_cold_floor_w2'"))
+            except psycopg.Error:
+                return False
+
+        wait_until(draining, "the floor's drain to run", timeout=120)
+        below = descendants(bench.pid)
+        server = processes_mentioning(directory)
+        assert len(below) >= 3 and server, (below, server)  # forkserver, 2 drivers; the server
         bench.send_signal(signal.SIGTERM)
         _, err = bench.communicate(timeout=90)
     finally:

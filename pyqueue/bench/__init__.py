@@ -23,5 +23,8 @@ Programs of their own, which ``make bench`` runs after the suite (issue 16):
   the runner, shared with the tests) against 16 direct connections, and idle load;
 - ``prune``: pruning 1,000,000 expired jobs by partition drop against 0.6.0's DELETE;
 - ``queue_partitions``: ``jobq._job`` partitioned by queue against as installed;
+- ``cold_start`` (the systems in ``cold_systems``, the printout in ``cold_report``): a burst
+  into a fresh, never-analyzed database, drained by workers started at once, against the floor
+  and a pgmq-style loop (issue 24);
 - ``soak``: 10 minutes at 70 % of capacity, sampled every 10 s, with a verdict and a chart.
 """

@@ -274,11 +274,15 @@ class Run:
 
     def drain_samples(self) -> list[object]:
         """Every sample the drivers reported so far (and not taken before)."""
+        self._receive_samples()
+        found, self.collected = self.collected, []
+        return found
+
+    def _receive_samples(self) -> None:
+        """Keep the samples waiting in the pipe in ``collected``."""
         with contextlib.suppress(queue_module.Empty):
             while True:
                 self.collected.append(self.samples.get_nowait())
-        found, self.collected = self.collected, []
-        return found
 
     def close(self) -> None:
         """Stop every driver, wait for it, SIGTERM the ones that hang."""
@@ -289,7 +293,7 @@ class Run:
             # Keep the sample pipe empty: a child exits only once its queued
             # samples are flushed into it.
             while process.is_alive() and time.monotonic() < deadline:
-                self.collected.extend(self.drain_samples())
+                self._receive_samples()
                 process.join(0.05)
         for process in self.processes:
             if process.is_alive():
