@@ -282,12 +282,14 @@ class ConsumerCore(Generic[J, S]):
                     sent.releases.extend(jobs)
                     self._log_lost("released", [r[0] for r in rows if not r[1]])
         except psycopg.OperationalError as error:
-            logger.warning("could not acknowledge %d job(s) yet: %s", self.acks.pending(), error)
             self.acks.put_back(AckBatch(  # what was not sent yet, in order
                 batch.completes[len(sent.completes):],
                 batch.fails[len(sent.fails):],
                 batch.releases[len(sent.releases):],
             ))
+            # Counted once put back: take() emptied the pending list, so before
+            # this it held only what finished meanwhile (0, as often as not).
+            logger.warning("could not acknowledge %d job(s) yet: %s", self.acks.pending(), error)
             self._settled(sent)
             yield from self._reset_if_lost(error)
             return False
