@@ -189,8 +189,9 @@ class JobKeyConflict(JobqError):
 
 
 class PgCronMissing(JobqError):
-    """JQ014: pg_cron is not installed in this database (``schedule_maintenance``,
-    ``every(..., runner => 'pg_cron')``)."""
+    """JQ014: pg_cron is not installed in this database, or (jobq 0.9) the
+    calling role may not use it: no USAGE on schema cron
+    (``schedule_maintenance``, ``every(..., runner => 'pg_cron')``)."""
 
     SQLSTATE = "JQ014"
 

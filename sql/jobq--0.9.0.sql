@@ -3618,7 +3618,9 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- Raise JQ014 unless the pg_cron extension is installed in this database.
+    -- Raise JQ014 unless the calling role can use pg_cron here: the
+    -- extension is installed in this database, and the role has USAGE on
+    -- its schema (which pg_cron grants to nobody: a superuser grants it).
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
         RAISE EXCEPTION 'jobq: pg_cron is not installed in database %', pg_catalog.quote_ident(current_database())
             USING ERRCODE = 'JQ014',
@@ -3626,9 +3628,18 @@ BEGIN
                          'CREATE EXTENSION pg_cron; or call jobq.reap() and jobq.prune() from your own scheduler '
                          '(pyqueue workers also reap on their own).';
     END IF;
+    IF NOT pg_catalog.has_schema_privilege('cron', 'USAGE') THEN
+        RAISE EXCEPTION 'jobq: role % may not use pg_cron: it has no USAGE on schema cron',
+                pg_catalog.quote_ident(current_user)
+            USING ERRCODE = 'JQ014',
+                  HINT = pg_catalog.format('A superuser can GRANT USAGE ON SCHEMA cron TO %I. Without pg_cron, '
+                                           'jobq.every(..., runner => ''workers'') has pyqueue workers run a '
+                                           'periodic job, and they reap and prune on their own.', current_user);
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._require_pg_cron() IS 'Raises JQ014 when pg_cron is not installed in this database.';
+COMMENT ON FUNCTION jobq._require_pg_cron() IS
+    'Raises JQ014 when pg_cron is not installed in this database, or the calling role may not use it.';
 
 CREATE FUNCTION jobq.schedule_maintenance(
     reap_schedule text DEFAULT '* * * * *',
@@ -3693,6 +3704,34 @@ AS $$
     SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron')
 $$;
 COMMENT ON FUNCTION jobq._pg_cron_installed() IS 'True when pg_cron is installed in this database.';
+
+CREATE FUNCTION jobq._cron_unschedule_own(p_jobname text) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Remove the calling role's pg_cron job of that name; false when it has
+    -- none. A pg_cron job belongs to the role that scheduled it: cron.job
+    -- shows a role its own (a superuser all) and cron.unschedule(name) finds
+    -- only the caller's. A role without USAGE on schema cron cannot have
+    -- scheduled one, and may not even read cron.job: nothing to remove.
+    -- Nested IFs: cron.job must not be parsed where pg_cron is missing.
+    IF NOT jobq._pg_cron_installed() THEN
+        RETURN false;
+    END IF;
+    IF NOT pg_catalog.has_schema_privilege('cron', 'USAGE') THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT FROM cron.job AS c
+                   WHERE c.jobname = p_jobname AND c.username = current_user::text) THEN
+        RETURN false;
+    END IF;
+    PERFORM cron.unschedule(p_jobname);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq._cron_unschedule_own(text) IS
+    'Removes the calling role''s pg_cron job of that name; false when it has none (or may not use pg_cron).';
 
 CREATE FUNCTION jobq._cron_field(p_field text, p_min integer, p_max integer, p_names text[]) RETURNS integer[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -3917,12 +3956,8 @@ BEGIN
     IF v_runner = 'workers' THEN
         PERFORM jobq._periodic_save(every.name, every.schedule, every.queue, every.payload,
                                     every.priority, every.max_attempts, 'workers');
-        -- Two IFs: cron.job must not be parsed where pg_cron is missing.
-        IF jobq._pg_cron_installed() THEN
-            IF EXISTS (SELECT FROM cron.job AS c WHERE c.jobname = 'jobq-every:' || every.name) THEN
-                PERFORM cron.unschedule('jobq-every:' || every.name);   -- it moved from pg_cron to the workers
-            END IF;
-        END IF;
+        -- It may have moved from pg_cron to the workers (needs no privilege on pg_cron).
+        PERFORM jobq._cron_unschedule_own('jobq-every:' || every.name);
         RETURN NULL;
     END IF;
     PERFORM jobq._require_pg_cron();
@@ -3953,11 +3988,7 @@ BEGIN
     IF NOT jobq._periodic_delete(unschedule.name) THEN
         RETURN false;
     END IF;
-    IF jobq._pg_cron_installed() THEN   -- nested: cron.job must not be parsed where pg_cron is missing
-        IF EXISTS (SELECT FROM cron.job AS c WHERE c.jobname = 'jobq-every:' || unschedule.name) THEN
-            PERFORM cron.unschedule('jobq-every:' || unschedule.name);
-        END IF;
-    END IF;
+    PERFORM jobq._cron_unschedule_own('jobq-every:' || unschedule.name);
     RETURN true;
 END
 $$;
@@ -4307,6 +4338,8 @@ GRANT EXECUTE ON FUNCTION
     jobq._require_pg_cron()
 TO jobq_admin;
 GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules TO jobq_admin;
+-- jobq.every and jobq.unschedule remove the caller's own pg_cron job (since 0.9.0).
+GRANT EXECUTE ON FUNCTION jobq._cron_unschedule_own(text) TO jobq_admin;
 -- Workers prune where pg_cron does not, as they reap (since 0.4.0; granted
 -- after jobq_admin's, as upgraded databases have it).
 GRANT EXECUTE ON FUNCTION jobq.prune(integer) TO jobq_worker;

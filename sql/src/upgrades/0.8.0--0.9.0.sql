@@ -3,6 +3,9 @@
 --   plans that do not depend on statistics, costs that do not grow with the backlog (issue 24):
 --   per-queue privileges (issue 25, item 4):
 --   smaller fixes (issue 25, item 5):
+--     jobq.every(..., runner => 'workers') and jobq.unschedule work for a role without USAGE on schema cron
+--       (new jobq._cron_unschedule_own: only the caller's own pg_cron job, and only when it may use pg_cron);
+--       jobq._require_pg_cron raises JQ014 naming the missing USAGE, with a HINT, instead of a bare 42501.
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.9.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.8.0 is installed.
@@ -43,12 +46,18 @@ INSERT INTO jobq._migration (version) VALUES ('0.9.0');
 -- per-queue privileges (issue 25, item 4)
 
 -- smaller fixes (issue 25, item 5)
+-- @function jobq._cron_unschedule_own(text)
+-- @replace-function jobq._require_pg_cron()
+-- @replace-function jobq.every(text, text, text, jsonb, integer, integer, text)
+-- @replace-function jobq.unschedule(text)
 
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+-- smaller fixes (issue 25, item 5)
+GRANT EXECUTE ON FUNCTION jobq._cron_unschedule_own(text) TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
