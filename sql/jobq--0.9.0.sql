@@ -737,8 +737,10 @@ AS $$
 DECLARE
     v_bad record;
 BEGIN
-    -- Raise JQ018 unless p_ids (depends_on, members) is an array of at most
-    -- 100,000 distinct job ids without NULL, and JQ017 unless
+    -- Raise JQ018 unless p_ids (depends_on, members) is a list (one
+    -- dimension, any lower bound: an element is named by its own subscript,
+    -- lower bound + ordinality - 1) of at most 100,000 distinct job ids
+    -- without NULL, and JQ017 unless
     -- p_on_parent_failure is 'cancel' or 'run'. Whether the ids are known is
     -- jobq._lock_parents' question.
     IF p_on_parent_failure IS NULL OR p_on_parent_failure NOT IN ('cancel', 'run') THEN
@@ -752,6 +754,13 @@ BEGIN
         RAISE EXCEPTION 'jobq: % must be an array of job ids, got NULL', p_arg
             USING ERRCODE = 'JQ018', HINT = 'Pass e.g. ARRAY[41, 42]::bigint[].';
     END IF;
+    IF array_ndims(p_ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: % must be a one-dimensional array, got % dimensions %',
+                p_arg, array_ndims(p_ids), array_dims(p_ids)
+            USING ERRCODE = 'JQ018',
+                  HINT = 'Pass a list of job ids, e.g. ARRAY[41, 42]::bigint[]; ARRAY(SELECT unnest(a)) flattens a '
+                         'nested array a.';
+    END IF;
     IF cardinality(p_ids) > 100000 THEN
         RAISE EXCEPTION 'jobq: % has % ids, over the cap of 100000', p_arg, cardinality(p_ids)
             USING ERRCODE = 'JQ018',
@@ -762,7 +771,7 @@ BEGIN
     WHERE u.id IS NULL
     ORDER BY u.ord LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'jobq: %[%] is NULL', p_arg, v_bad.ord
+        RAISE EXCEPTION 'jobq: %[%] is NULL', p_arg, array_lower(p_ids, 1) + v_bad.ord - 1
             USING ERRCODE = 'JQ018', HINT = 'Pass the id of every job this one depends on, without NULL.';
     END IF;
     SELECT u.id, count(*) AS n INTO v_bad
@@ -785,9 +794,14 @@ AS $$
 DECLARE
     v_bad record;
 BEGIN
-    -- Raise JQ010 unless p_results pairs with p_ids, and JQ003 for a result
-    -- over its job's queue's max_payload_bytes (jobs not live are left to the
-    -- completion, which ignores them).
+    -- Raise JQ010 unless p_results is a list that pairs with p_ids, and
+    -- JQ003 for a result over its job's queue's max_payload_bytes (jobs not
+    -- live are left to the completion, which ignores them).
+    IF array_ndims(p_results) > 1 THEN
+        RAISE EXCEPTION 'jobq: results must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_results), array_dims(p_results)
+            USING ERRCODE = 'JQ010', HINT = 'Pass one result (or NULL) per job id, in a one-dimensional array.';
+    END IF;
     IF cardinality(p_results) <> cardinality(p_ids) THEN
         RAISE EXCEPTION 'jobq: results has % elements but ids has %', cardinality(p_results), cardinality(p_ids)
             USING ERRCODE = 'JQ010', HINT = 'Pass one result (or NULL) per job id, in the same order.';
@@ -1815,9 +1829,14 @@ BEGIN
                 coalesce(cardinality(p_queues)::text || ' elements', 'NULL')
             USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails'', ''sms''].';
     END IF;
-    -- By position: arrays may start at any index.
+    IF array_ndims(p_queues) > 1 THEN
+        RAISE EXCEPTION 'jobq: queues must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_queues), array_dims(p_queues)
+            USING ERRCODE = 'JQ001', HINT = 'Pass a list of names, e.g. ARRAY[''emails'', ''sms''].';
+    END IF;
+    -- By position: arrays may start at any index (a name is named by its subscript).
     FOR v_queue IN SELECT u.name, u.ord FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord) LOOP
-        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', v_queue.ord));
+        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', array_lower(p_queues, 1) + v_queue.ord - 1));
     END LOOP;
 END
 $$;
@@ -1844,6 +1863,7 @@ BEGIN
                  AND date_part('day', p_lease) * (extract(epoch FROM p_lease) - date_part('day', p_lease) * 86400) >= 0))
         AND coalesce(char_length(p_worker), 0) <= 200
         AND cardinality(p_queues) BETWEEN 1 AND 100
+        AND array_ndims(p_queues) = 1  -- before array_position, which refuses more dimensions
         AND array_position(p_queues, NULL) IS NULL
         AND array_to_string(p_queues, ' ') ~ '^[A-Za-z0-9_.:-]{1,128}( [A-Za-z0-9_.:-]{1,128})*$'
         AND char_length(array_to_string(p_queues, ' ')) - char_length(replace(array_to_string(p_queues, ' '), ' ', ''))
@@ -2144,13 +2164,19 @@ BEGIN
     -- job waits for the same parents.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
-            AND v_n BETWEEN 0 AND 100000
+            AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
             AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
             AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
         PERFORM jobq._check_queue(enqueue_many.queue, 'queue');
         IF enqueue_many.payloads IS NULL THEN
             RAISE EXCEPTION 'jobq: payloads must not be NULL'
                 USING ERRCODE = 'JQ002', HINT = 'Pass an array of JSON objects, e.g. ARRAY[''{"a":1}'']::jsonb[].';
+        END IF;
+        IF array_ndims(enqueue_many.payloads) > 1 THEN
+            RAISE EXCEPTION 'jobq: payloads must be a one-dimensional array, got % dimensions %',
+                    array_ndims(enqueue_many.payloads), array_dims(enqueue_many.payloads)
+                USING ERRCODE = 'JQ002',
+                      HINT = 'Pass a list of JSON objects, e.g. ARRAY[''{"a":1}'', ''{"a":2}'']::jsonb[].';
         END IF;
         PERFORM jobq._check_batch(v_n, 'cardinality(payloads)', 100000);
         PERFORM jobq._check_time(enqueue_many.run_at, 'run_at');
@@ -2169,7 +2195,9 @@ BEGIN
        OR pg_column_size(p.payload) > v_settings.max_payload_bytes
     ORDER BY p.ord LIMIT 1;
     IF FOUND THEN
-        PERFORM jobq._check_payload(v_bad.payload, format('payloads[%s]', v_bad.ord), v_settings.max_payload_bytes);
+        PERFORM jobq._check_payload(v_bad.payload,  -- named by its own subscript
+                                    format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
+                                    v_settings.max_payload_bytes);
     END IF;
 
     IF v_waiting THEN
@@ -2210,6 +2238,11 @@ BEGIN
         RETURN;
     END IF;
 
+    IF array_ndims(enqueue_many.job_keys) > 1 THEN
+        RAISE EXCEPTION 'jobq: job_keys must be a one-dimensional array, got % dimensions %',
+                array_ndims(enqueue_many.job_keys), array_dims(enqueue_many.job_keys)
+            USING ERRCODE = 'JQ009', HINT = 'Pass a list of keys (or NULLs), one per payload.';
+    END IF;
     IF cardinality(enqueue_many.job_keys) <> v_n THEN
         RAISE EXCEPTION 'jobq: job_keys has % elements but payloads has %', cardinality(enqueue_many.job_keys), v_n
             USING ERRCODE = 'JQ009', HINT = 'Pass one key (or NULL) per payload, or job_keys => NULL.';
@@ -2220,7 +2253,8 @@ BEGIN
         SELECT x.job_key, x.ord
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
     LOOP
-        PERFORM jobq._check_job_key(v_item.job_key, format('job_keys[%s]', v_item.ord));
+        PERFORM jobq._check_job_key(v_item.job_key,
+                                    format('job_keys[%s]', array_lower(enqueue_many.job_keys, 1) + v_item.ord - 1));
     END LOOP;
     FOR v_item IN
         SELECT x.payload, x.job_key
@@ -2537,6 +2571,11 @@ BEGIN
     -- finished and unknown ids, and jobs another transaction holds, are left
     -- alone (never waited for). results: each job's result (or NULL), as
     -- in jobq.complete_many.
+    IF array_ndims(complete_held.ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: ids must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_held.ids), array_dims(complete_held.ids)
+            USING ERRCODE = 'JQ010', HINT = 'Pass a list of the ids jobq.hold() returned.';
+    END IF;
     IF complete_held.ids IS NULL OR array_position(complete_held.ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids must be an array of job ids without NULL'
             USING ERRCODE = 'JQ010', HINT = 'Pass the ids of the jobs jobq.hold() returned.';
@@ -2649,6 +2688,16 @@ BEGIN
     -- held under their lease tokens (the others are left alone). results:
     -- one result (or NULL) per job, as in jobq.complete; JQ003 (and nothing
     -- completed) when one is over its queue's max_payload_bytes.
+    IF array_ndims(complete_many.ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: ids must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_many.ids), array_dims(complete_many.ids)
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, as two lists.';
+    END IF;
+    IF array_ndims(complete_many.lease_tokens) > 1 THEN
+        RAISE EXCEPTION 'jobq: lease_tokens must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_many.lease_tokens), array_dims(complete_many.lease_tokens)
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, as two lists.';
+    END IF;
     IF complete_many.ids IS NULL OR complete_many.lease_tokens IS NULL
        OR cardinality(complete_many.ids) <> cardinality(complete_many.lease_tokens) THEN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must be arrays of the same length'
@@ -2992,7 +3041,12 @@ BEGIN
         RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names'
             USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails''].';
     END IF;
-    PERFORM jobq._check_queue(u.name, format('queues[%s]', u.ord))
+    IF array_ndims(next_run_at.queues) > 1 THEN
+        RAISE EXCEPTION 'jobq: queues must be a one-dimensional array, got % dimensions %',
+                array_ndims(next_run_at.queues), array_dims(next_run_at.queues)
+            USING ERRCODE = 'JQ001', HINT = 'Pass a list of names, e.g. ARRAY[''emails''].';
+    END IF;
+    PERFORM jobq._check_queue(u.name, format('queues[%s]', array_lower(next_run_at.queues, 1) + u.ord - 1))
     FROM unnest(next_run_at.queues) WITH ORDINALITY AS u(name, ord);
     WITH RECURSIVE prio AS (
         (SELECT j.queue, j.priority FROM jobq._job AS j
