@@ -135,8 +135,8 @@ SELECT jobq.enqueue_many('mq_d', ARRAY['{"n": "d1"}', '{"n": "d2"}', '{"n": "d3"
 SELECT is(ARRAY(SELECT payload->>'n' FROM jobq.claim(ARRAY['mq_d', 'mq_d'], 3)), ARRAY['d1', 'd2', 'd3'],
           'a repeated queue in the array does not reduce the batch');
 SELECT throws_ok($$SELECT * FROM jobq.claim('[0:1]={mq_d,"bad name"}'::text[], 1)$$, 'JQ001',
-                 'jobq: queues[2] must be a queue name of 1 to 128 characters from [A-Za-z0-9_.:-], got ''bad name''',
-                 'an array starting at index 0 names the bad element by position');
+                 'jobq: queues[1] must be a queue name of 1 to 128 characters from [A-Za-z0-9_.:-], got ''bad name''',
+                 'an array starting at index 0 names the bad element by its own subscript (0.8.0: its position, 2)');
 
 SELECT * FROM finish();
 ROLLBACK;

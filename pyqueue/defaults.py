@@ -11,6 +11,10 @@ MAX_POLL_INTERVAL = 30.0
 # seconds a woken idle worker waits before claiming unless it is its queues'
 # first responder: one job must not set every idle worker claiming at once
 FOLLOWER_DELAY = 0.05
+# seconds: after a claim on a NOTIFY that found nothing, a worker claims on
+# NOTIFYs again at most this long after it (those in between are coalesced
+# into that claim): a role that can only connect may NOTIFY without limit
+NOTIFY_WINDOW = 0.05
 # seconds: an in-transaction batch that comes back full and took at least this
 # long (slow handlers) starts one more batch in parallel; quicker ones run one
 # after the other (parallel holders would only skip each other's locked rows)

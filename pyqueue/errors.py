@@ -101,14 +101,16 @@ class InvalidArgument(JobqError, ValueError):
 
 class InvalidQueueName(InvalidArgument):
     """JQ001: a queue name is NULL, empty, over 128 characters or outside
-    ``[A-Za-z0-9_.:-]``; or a ``queues`` array is NULL, empty or over 100 names."""
+    ``[A-Za-z0-9_.:-]``; or a ``queues`` array is NULL, empty, over 100 names,
+    or (jobq 0.9) of more than one dimension."""
 
     SQLSTATE = "JQ001"
 
 
 class InvalidPayload(InvalidArgument):
     """JQ002: a payload is NULL or not a JSON object (``'null'``, an array, a
-    string...); or ``payloads`` is NULL."""
+    string...); or ``payloads`` is NULL or (jobq 0.9) of more than one
+    dimension."""
 
     SQLSTATE = "JQ002"
 
@@ -156,15 +158,16 @@ class InvalidInterval(InvalidArgument):
 
 class InvalidJobKey(InvalidArgument):
     """JQ009: a job_key or group_key is empty or over 512 characters; ``job_keys``
-    and ``payloads`` differ in length; or ``unique_for`` comes without a key."""
+    and ``payloads`` differ in length, or ``job_keys`` has more than one
+    dimension (jobq 0.9); or ``unique_for`` comes without a key."""
 
     SQLSTATE = "JQ009"
 
 
 class MissingLease(InvalidArgument):
     """JQ010: a job id or lease token is NULL, or a lease token is not a UUID;
-    or ``ids`` and ``lease_tokens`` (or ``results``) differ in length or hold
-    NULLs."""
+    or ``ids`` and ``lease_tokens`` (or ``results``) differ in length, hold
+    NULLs, or (jobq 0.9) have more than one dimension."""
 
     SQLSTATE = "JQ010"
 
@@ -189,8 +192,9 @@ class JobKeyConflict(JobqError):
 
 
 class PgCronMissing(JobqError):
-    """JQ014: pg_cron is not installed in this database (``schedule_maintenance``,
-    ``every(..., runner => 'pg_cron')``)."""
+    """JQ014: pg_cron is not installed in this database, or (jobq 0.9) the
+    calling role may not use it: no USAGE on schema cron
+    (``schedule_maintenance``, ``every(..., runner => 'pg_cron')``)."""
 
     SQLSTATE = "JQ014"
 
@@ -211,7 +215,8 @@ class InvalidPeriodicName(InvalidArgument):
 
 class InvalidDependency(InvalidArgument):
     """JQ018: a ``depends_on`` list or a callback's ``members`` has a NULL
-    element or a duplicate, or holds over 100,000 ids (jobq 0.6)."""
+    element or a duplicate, or holds over 100,000 ids (jobq 0.6), or has more
+    than one dimension (jobq 0.9)."""
 
     SQLSTATE = "JQ018"
 

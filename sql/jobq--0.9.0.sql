@@ -758,10 +758,12 @@ AS $$
 DECLARE
     v_bad record;
 BEGIN
-    -- Raise JQ018 unless p_ids (depends_on, members) is an array of at most
-    -- 100,000 distinct job ids without NULL, and JQ017 unless
+    -- Raise JQ018 unless p_ids (depends_on, members) is a list (one
+    -- dimension, any lower bound: an element is named by its own subscript,
+    -- lower bound + ordinality - 1) of at most 100,000 distinct job ids
+    -- without NULL, and JQ017 unless
     -- p_on_parent_failure is 'cancel' or 'run'. Whether the ids are known is
-    -- jobq._lock_parents' question.
+    -- jobq._check_parents_issued's question.
     IF p_on_parent_failure IS NULL OR p_on_parent_failure NOT IN ('cancel', 'run') THEN
         RAISE EXCEPTION 'jobq: on_parent_failure must be ''cancel'' or ''run'', got %',
                 coalesce(pg_catalog.quote_literal(pg_catalog.left(p_on_parent_failure, 100)), 'NULL')
@@ -773,6 +775,13 @@ BEGIN
         RAISE EXCEPTION 'jobq: % must be an array of job ids, got NULL', p_arg
             USING ERRCODE = 'JQ018', HINT = 'Pass e.g. ARRAY[41, 42]::bigint[].';
     END IF;
+    IF array_ndims(p_ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: % must be a one-dimensional array, got % dimensions %',
+                p_arg, array_ndims(p_ids), array_dims(p_ids)
+            USING ERRCODE = 'JQ018',
+                  HINT = 'Pass a list of job ids, e.g. ARRAY[41, 42]::bigint[]; ARRAY(SELECT unnest(a)) flattens a '
+                         'nested array a.';
+    END IF;
     IF cardinality(p_ids) > 100000 THEN
         RAISE EXCEPTION 'jobq: % has % ids, over the cap of 100000', p_arg, cardinality(p_ids)
             USING ERRCODE = 'JQ018',
@@ -783,7 +792,7 @@ BEGIN
     WHERE u.id IS NULL
     ORDER BY u.ord LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'jobq: %[%] is NULL', p_arg, v_bad.ord
+        RAISE EXCEPTION 'jobq: %[%] is NULL', p_arg, array_lower(p_ids, 1) + v_bad.ord - 1
             USING ERRCODE = 'JQ018', HINT = 'Pass the id of every job this one depends on, without NULL.';
     END IF;
     SELECT u.id, count(*) AS n INTO v_bad
@@ -806,9 +815,14 @@ AS $$
 DECLARE
     v_bad record;
 BEGIN
-    -- Raise JQ010 unless p_results pairs with p_ids, and JQ003 for a result
-    -- over its job's queue's max_payload_bytes (jobs not live are left to the
-    -- completion, which ignores them).
+    -- Raise JQ010 unless p_results is a list that pairs with p_ids, and
+    -- JQ003 for a result over its job's queue's max_payload_bytes (jobs not
+    -- live are left to the completion, which ignores them).
+    IF array_ndims(p_results) > 1 THEN
+        RAISE EXCEPTION 'jobq: results must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_results), array_dims(p_results)
+            USING ERRCODE = 'JQ010', HINT = 'Pass one result (or NULL) per job id, in a one-dimensional array.';
+    END IF;
     IF cardinality(p_results) <> cardinality(p_ids) THEN
         RAISE EXCEPTION 'jobq: results has % elements but ids has %', cardinality(p_results), cardinality(p_ids)
             USING ERRCODE = 'JQ010', HINT = 'Pass one result (or NULL) per job id, in the same order.';
@@ -2017,9 +2031,14 @@ BEGIN
                 coalesce(cardinality(p_queues)::text || ' elements', 'NULL')
             USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails'', ''sms''].';
     END IF;
-    -- By position: arrays may start at any index.
+    IF array_ndims(p_queues) > 1 THEN
+        RAISE EXCEPTION 'jobq: queues must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_queues), array_dims(p_queues)
+            USING ERRCODE = 'JQ001', HINT = 'Pass a list of names, e.g. ARRAY[''emails'', ''sms''].';
+    END IF;
+    -- By position: arrays may start at any index (a name is named by its subscript).
     FOR v_queue IN SELECT u.name, u.ord FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord) LOOP
-        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', v_queue.ord));
+        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', array_lower(p_queues, 1) + v_queue.ord - 1));
     END LOOP;
 END
 $$;
@@ -2046,6 +2065,7 @@ BEGIN
                  AND date_part('day', p_lease) * (extract(epoch FROM p_lease) - date_part('day', p_lease) * 86400) >= 0))
         AND coalesce(char_length(p_worker), 0) <= 200
         AND cardinality(p_queues) BETWEEN 1 AND 100
+        AND array_ndims(p_queues) = 1  -- before array_position, which refuses more dimensions
         AND array_position(p_queues, NULL) IS NULL
         AND array_to_string(p_queues, ' ') ~ '^[A-Za-z0-9_.:-]{1,128}( [A-Za-z0-9_.:-]{1,128})*$'
         AND char_length(array_to_string(p_queues, ' ')) - char_length(replace(array_to_string(p_queues, ' '), ' ', ''))
@@ -2346,13 +2366,19 @@ BEGIN
     -- job waits for the same parents.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
-            AND v_n BETWEEN 0 AND 100000
+            AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
             AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
             AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
         PERFORM jobq._check_queue(enqueue_many.queue, 'queue');
         IF enqueue_many.payloads IS NULL THEN
             RAISE EXCEPTION 'jobq: payloads must not be NULL'
                 USING ERRCODE = 'JQ002', HINT = 'Pass an array of JSON objects, e.g. ARRAY[''{"a":1}'']::jsonb[].';
+        END IF;
+        IF array_ndims(enqueue_many.payloads) > 1 THEN
+            RAISE EXCEPTION 'jobq: payloads must be a one-dimensional array, got % dimensions %',
+                    array_ndims(enqueue_many.payloads), array_dims(enqueue_many.payloads)
+                USING ERRCODE = 'JQ002',
+                      HINT = 'Pass a list of JSON objects, e.g. ARRAY[''{"a":1}'', ''{"a":2}'']::jsonb[].';
         END IF;
         PERFORM jobq._check_batch(v_n, 'cardinality(payloads)', 100000);
         PERFORM jobq._check_time(enqueue_many.run_at, 'run_at');
@@ -2371,7 +2397,9 @@ BEGIN
        OR pg_column_size(p.payload) > v_settings.max_payload_bytes
     ORDER BY p.ord LIMIT 1;
     IF FOUND THEN
-        PERFORM jobq._check_payload(v_bad.payload, format('payloads[%s]', v_bad.ord), v_settings.max_payload_bytes);
+        PERFORM jobq._check_payload(v_bad.payload,  -- named by its own subscript
+                                    format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
+                                    v_settings.max_payload_bytes);
     END IF;
 
     IF v_waiting THEN
@@ -2412,6 +2440,11 @@ BEGIN
         RETURN;
     END IF;
 
+    IF array_ndims(enqueue_many.job_keys) > 1 THEN
+        RAISE EXCEPTION 'jobq: job_keys must be a one-dimensional array, got % dimensions %',
+                array_ndims(enqueue_many.job_keys), array_dims(enqueue_many.job_keys)
+            USING ERRCODE = 'JQ009', HINT = 'Pass a list of keys (or NULLs), one per payload.';
+    END IF;
     IF cardinality(enqueue_many.job_keys) <> v_n THEN
         RAISE EXCEPTION 'jobq: job_keys has % elements but payloads has %', cardinality(enqueue_many.job_keys), v_n
             USING ERRCODE = 'JQ009', HINT = 'Pass one key (or NULL) per payload, or job_keys => NULL.';
@@ -2422,7 +2455,8 @@ BEGIN
         SELECT x.job_key, x.ord
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
     LOOP
-        PERFORM jobq._check_job_key(v_item.job_key, format('job_keys[%s]', v_item.ord));
+        PERFORM jobq._check_job_key(v_item.job_key,
+                                    format('job_keys[%s]', array_lower(enqueue_many.job_keys, 1) + v_item.ord - 1));
     END LOOP;
     FOR v_item IN
         SELECT x.payload, x.job_key
@@ -2741,6 +2775,11 @@ BEGIN
     -- finished and unknown ids, and jobs another transaction holds, are left
     -- alone (never waited for). results: each job's result (or NULL), as
     -- in jobq.complete_many.
+    IF array_ndims(complete_held.ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: ids must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_held.ids), array_dims(complete_held.ids)
+            USING ERRCODE = 'JQ010', HINT = 'Pass a list of the ids jobq.hold() returned.';
+    END IF;
     IF complete_held.ids IS NULL OR array_position(complete_held.ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids must be an array of job ids without NULL'
             USING ERRCODE = 'JQ010', HINT = 'Pass the ids of the jobs jobq.hold() returned.';
@@ -2853,6 +2892,16 @@ BEGIN
     -- held under their lease tokens (the others are left alone). results:
     -- one result (or NULL) per job, as in jobq.complete; JQ003 (and nothing
     -- completed) when one is over its queue's max_payload_bytes.
+    IF array_ndims(complete_many.ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: ids must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_many.ids), array_dims(complete_many.ids)
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, as two lists.';
+    END IF;
+    IF array_ndims(complete_many.lease_tokens) > 1 THEN
+        RAISE EXCEPTION 'jobq: lease_tokens must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_many.lease_tokens), array_dims(complete_many.lease_tokens)
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, as two lists.';
+    END IF;
     IF complete_many.ids IS NULL OR complete_many.lease_tokens IS NULL
        OR cardinality(complete_many.ids) <> cardinality(complete_many.lease_tokens) THEN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must be arrays of the same length'
@@ -3196,7 +3245,12 @@ BEGIN
         RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names'
             USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails''].';
     END IF;
-    PERFORM jobq._check_queue(u.name, format('queues[%s]', u.ord))
+    IF array_ndims(next_run_at.queues) > 1 THEN
+        RAISE EXCEPTION 'jobq: queues must be a one-dimensional array, got % dimensions %',
+                array_ndims(next_run_at.queues), array_dims(next_run_at.queues)
+            USING ERRCODE = 'JQ001', HINT = 'Pass a list of names, e.g. ARRAY[''emails''].';
+    END IF;
+    PERFORM jobq._check_queue(u.name, format('queues[%s]', array_lower(next_run_at.queues, 1) + u.ord - 1))
     FROM unnest(next_run_at.queues) WITH ORDINALITY AS u(name, ord);
     WITH RECURSIVE prio AS (
         (SELECT j.queue, j.priority FROM jobq._job AS j
@@ -3827,7 +3881,9 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- Raise JQ014 unless the pg_cron extension is installed in this database.
+    -- Raise JQ014 unless the calling role can use pg_cron here: the
+    -- extension is installed in this database, and the role has USAGE on
+    -- its schema (which pg_cron grants to nobody: a superuser grants it).
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
         RAISE EXCEPTION 'jobq: pg_cron is not installed in database %', pg_catalog.quote_ident(current_database())
             USING ERRCODE = 'JQ014',
@@ -3835,9 +3891,18 @@ BEGIN
                          'CREATE EXTENSION pg_cron; or call jobq.reap() and jobq.prune() from your own scheduler '
                          '(pyqueue workers also reap on their own).';
     END IF;
+    IF NOT pg_catalog.has_schema_privilege('cron', 'USAGE') THEN
+        RAISE EXCEPTION 'jobq: role % may not use pg_cron: it has no USAGE on schema cron',
+                pg_catalog.quote_ident(current_user)
+            USING ERRCODE = 'JQ014',
+                  HINT = pg_catalog.format('A superuser can GRANT USAGE ON SCHEMA cron TO %I. Without pg_cron, '
+                                           'jobq.every(..., runner => ''workers'') has pyqueue workers run a '
+                                           'periodic job, and they reap and prune on their own.', current_user);
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._require_pg_cron() IS 'Raises JQ014 when pg_cron is not installed in this database.';
+COMMENT ON FUNCTION jobq._require_pg_cron() IS
+    'Raises JQ014 when pg_cron is not installed in this database, or the calling role may not use it.';
 
 CREATE FUNCTION jobq.schedule_maintenance(
     reap_schedule text DEFAULT '* * * * *',
@@ -3902,6 +3967,34 @@ AS $$
     SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron')
 $$;
 COMMENT ON FUNCTION jobq._pg_cron_installed() IS 'True when pg_cron is installed in this database.';
+
+CREATE FUNCTION jobq._cron_unschedule_own(p_jobname text) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Remove the calling role's pg_cron job of that name; false when it has
+    -- none. A pg_cron job belongs to the role that scheduled it: cron.job
+    -- shows a role its own (a superuser all) and cron.unschedule(name) finds
+    -- only the caller's. A role without USAGE on schema cron cannot have
+    -- scheduled one, and may not even read cron.job: nothing to remove.
+    -- Nested IFs: cron.job must not be parsed where pg_cron is missing.
+    IF NOT jobq._pg_cron_installed() THEN
+        RETURN false;
+    END IF;
+    IF NOT pg_catalog.has_schema_privilege('cron', 'USAGE') THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT FROM cron.job AS c
+                   WHERE c.jobname = p_jobname AND c.username = current_user::text) THEN
+        RETURN false;
+    END IF;
+    PERFORM cron.unschedule(p_jobname);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq._cron_unschedule_own(text) IS
+    'Removes the calling role''s pg_cron job of that name; false when it has none (or may not use pg_cron).';
 
 CREATE FUNCTION jobq._cron_field(p_field text, p_min integer, p_max integer, p_names text[]) RETURNS integer[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -4126,12 +4219,8 @@ BEGIN
     IF v_runner = 'workers' THEN
         PERFORM jobq._periodic_save(every.name, every.schedule, every.queue, every.payload,
                                     every.priority, every.max_attempts, 'workers');
-        -- Two IFs: cron.job must not be parsed where pg_cron is missing.
-        IF jobq._pg_cron_installed() THEN
-            IF EXISTS (SELECT FROM cron.job AS c WHERE c.jobname = 'jobq-every:' || every.name) THEN
-                PERFORM cron.unschedule('jobq-every:' || every.name);   -- it moved from pg_cron to the workers
-            END IF;
-        END IF;
+        -- It may have moved from pg_cron to the workers (needs no privilege on pg_cron).
+        PERFORM jobq._cron_unschedule_own('jobq-every:' || every.name);
         RETURN NULL;
     END IF;
     PERFORM jobq._require_pg_cron();
@@ -4162,11 +4251,7 @@ BEGIN
     IF NOT jobq._periodic_delete(unschedule.name) THEN
         RETURN false;
     END IF;
-    IF jobq._pg_cron_installed() THEN   -- nested: cron.job must not be parsed where pg_cron is missing
-        IF EXISTS (SELECT FROM cron.job AS c WHERE c.jobname = 'jobq-every:' || unschedule.name) THEN
-            PERFORM cron.unschedule('jobq-every:' || unschedule.name);
-        END IF;
-    END IF;
+    PERFORM jobq._cron_unschedule_own('jobq-every:' || unschedule.name);
     RETURN true;
 END
 $$;
@@ -4516,6 +4601,8 @@ GRANT EXECUTE ON FUNCTION
     jobq._require_pg_cron()
 TO jobq_admin;
 GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules TO jobq_admin;
+-- jobq.every and jobq.unschedule remove the caller's own pg_cron job (since 0.9.0).
+GRANT EXECUTE ON FUNCTION jobq._cron_unschedule_own(text) TO jobq_admin;
 -- Workers prune where pg_cron does not, as they reap (since 0.4.0; granted
 -- after jobq_admin's, as upgraded databases have it).
 GRANT EXECUTE ON FUNCTION jobq.prune(integer) TO jobq_worker;

@@ -478,6 +478,52 @@ SQL_CASES: dict[str, Bad] = {
                                     "unknown"),
     "watch unknown id": jq("SELECT jobq.watch(%(unknown)s)", "JQ019", "unknown"),
     "result of a running job": no_op("SELECT jobq.result(%(held)s)", None),
+    # --- array arguments are lists (0.9.0): one dimension; any lower bound, an element named by its subscript
+    "enqueue depends_on two-dimensional": jq(
+        f"{E}('seed', '{{}}', depends_on => ARRAY[[%(ready)s, %(dead)s], [%(completed)s, %(cancelled)s]])",
+        "JQ018", "depends_on must be a one-dimensional array"),
+    "enqueue depends_on a NULL at subscript 0": jq(
+        f"{E}('seed', '{{}}', depends_on => ('[0:1]={{' || %(ready)s || ',NULL}}')::bigint[])", "JQ018",
+        "depends_on[1] is NULL"),
+    "enqueue_many depends_on two-dimensional": jq(
+        f"{EM}('seed', ARRAY['{{}}']::jsonb[], depends_on => ARRAY[[%(ready)s], [%(dead)s]])", "JQ018",
+        "depends_on must be a one-dimensional array"),
+    "enqueue_callback members two-dimensional": jq(
+        f"{CB}('seed', '{{}}', ARRAY[[%(ready)s, %(dead)s], [%(completed)s, %(cancelled)s]])", "JQ018",
+        "members must be a one-dimensional array"),
+    "enqueue_callback members a NULL at subscript -1": jq(
+        f"{CB}('seed', '{{}}', ('[-1:0]={{NULL,' || %(ready)s || '}}')::bigint[])", "JQ018",
+        "members[-1] is NULL"),
+    "enqueue_many payloads two-dimensional": jq(
+        f"{EM}('seed', ARRAY[['{{}}', '{{}}'], ['{{}}', '{{}}']]::jsonb[])", "JQ002",
+        "payloads must be a one-dimensional array"),
+    "enqueue_many a bad payload at subscript 1 of [0:2]": jq(
+        f"{EM}('seed', '[0:2]={{\"{{}}\",1,\"{{}}\"}}'::jsonb[])", "JQ002", "payloads[1] must be"),
+    "enqueue_many job_keys two-dimensional": jq(
+        f"{EM}('seed', ARRAY['{{}}', '{{}}']::jsonb[], job_keys => ARRAY[['a', 'b']])", "JQ009",
+        "job_keys must be a one-dimensional array"),
+    "enqueue_many an empty job key at subscript 6 of [5:6]": jq(
+        f"{EM}('seed', ARRAY['{{}}', '{{}}']::jsonb[], job_keys => '[5:6]={{a,\"\"}}'::text[])", "JQ009",
+        "job_keys[6] must be"),
+    "claim queues two-dimensional": jq(f"{C}(ARRAY[['seed', 'later']])", "JQ001",
+                                       "queues must be a one-dimensional array"),
+    "claim queues a bad name at subscript 0": jq(f"{C}('[0:1]={{\"bad name\",seed}}'::text[])", "JQ001",
+                                                 "queues[0] must be"),
+    "next_run_at queues two-dimensional": jq("SELECT jobq.next_run_at(ARRAY[['seed'], ['later']])", "JQ001",
+                                             "queues must be a one-dimensional array"),
+    "next_run_at queues a bad name at subscript 0": jq(
+        "SELECT jobq.next_run_at('[0:1]={\"bad name\",seed}'::text[])", "JQ001", "queues[0] must be"),
+    "complete_many ids two-dimensional": jq(
+        "SELECT jobq.complete_many(ARRAY[[%(held)s]], ARRAY[[%(token)s]]::uuid[])", "JQ010",
+        "ids must be a one-dimensional array"),
+    "complete_many lease_tokens two-dimensional": jq(
+        "SELECT jobq.complete_many(ARRAY[%(held)s], ARRAY[[%(token)s]]::uuid[])", "JQ010",
+        "lease_tokens must be a one-dimensional array"),
+    "complete_many results two-dimensional": jq(
+        "SELECT jobq.complete_many(ARRAY[%(held)s], ARRAY[%(token)s]::uuid[], ARRAY[['1']]::jsonb[])",
+        "JQ010", "results must be a one-dimensional array"),
+    "complete_held ids two-dimensional": jq("SELECT jobq.complete_held(ARRAY[[%(ready)s]])", "JQ010",
+                                            "ids must be a one-dimensional array"),
 }
 
 

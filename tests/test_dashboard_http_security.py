@@ -235,3 +235,26 @@ def test_a_short_or_empty_secret_is_refused(dsn: str, tmp_path: Path) -> None:
     done = run_command("dashboard", "--dsn", dsn, "--port", str(free_port()),
                        env=dashboard_env(**{SECRET_ENV: "short"}))
     assert done.returncode == 2 and "needs at least 32" in done.stderr
+
+
+def test_a_trailing_slash_redirect_never_names_the_client_s_host(
+    conn: Connection, dsn: str, tmp_path: Path
+) -> None:
+    """A path with a stray trailing slash is sent to its page with a relative
+    Location: the Host header (which the client chooses) never makes it into
+    a redirect (0.8.0 sent ``Host: evil.com`` to ``http://evil.com/…``)."""
+    seed(conn)
+    evil = {"Host": "evil.com"}
+    with dashboard(dsn, tmp_path) as served:
+        client = served.client()
+        moved = client.get("/queues/emails/?state=ready", headers=evil)
+        assert moved.status == 307 and moved.headers["location"] == "/queues/emails?state=ready"
+        assert client.get(moved.headers["location"]).status == 200
+        assert client.get("/schedules/", headers=evil).headers["location"] == "/schedules"
+        assert client.get("/queues/a%25b/", headers=evil).headers["location"] == "/queues/a%25b"
+        # a path a browser would read as another host's (//evil.com) is not redirected at all
+        assert client.get("//evil.com/", headers=evil).status == 404
+        assert client.get("/nowhere/", headers=evil).status == 404
+    with dashboard(dsn, tmp_path, "--root-path", "/jobq") as served:
+        moved = served.client().get("/queues/emails/", headers=evil)
+        assert moved.status == 307 and moved.headers["location"] == "/jobq/queues/emails"

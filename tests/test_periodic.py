@@ -10,6 +10,7 @@ finest schedule is one minute, so it waits up to 75 seconds.
 
 from __future__ import annotations
 
+import secrets
 import socket
 import threading
 from collections.abc import Iterator
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
+from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.localserver import LocalServer
-from tests.conftest import install_jobq
+from tests.conftest import CRON_DATABASE, fresh_cron_database, install_jobq
 from tests.coord_support import Conn, Threads, count_live, scalar, wait_until
 
 CRON_WAIT = 75.0  # seconds: pg_cron 1.4 runs jobs at minute boundaries
@@ -283,3 +286,72 @@ def test_pg_cron_runs_the_periodic_job(cron_db: Conn) -> None:
         unscheduled = scalar(cron_db, "SELECT jobq.unschedule('tick')")
     assert unscheduled is True
     assert scalar(cron_db, "SELECT count(*) FROM cron.job WHERE jobname = 'jobq-every:tick'") == 0
+
+
+# A jobq_admin login that holds nothing on pg_cron ------------------------------------------------
+
+@pytest.fixture
+def cron_admin(postgresql_proc: PostgreSQLExecutor) -> Iterator[tuple[Conn, Conn, str]]:
+    """pg_cron's database of the session server (conftest.fresh_cron_database)
+    with jobq installed the way ``pyqueue install`` does, and a LOGIN role
+    that is a member of jobq_admin and nothing else (pg_cron grants USAGE on
+    its schema to nobody): (a superuser connection, the role's, its name)."""
+    dsn = fresh_cron_database(postgresql_proc)
+    role = f"cron_admin_{secrets.token_hex(4)}"
+    with psycopg.connect(dsn, autocommit=True) as superuser:
+        # fresh_cron_database's DROP SCHEMA public CASCADE also drops pg_cron (created in public)
+        superuser.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        install_jobq(postgresql_proc.host, postgresql_proc.port, postgresql_proc.user, CRON_DATABASE, None)
+        superuser.execute(f"CREATE ROLE {role} LOGIN IN ROLE jobq_admin")
+        try:
+            with psycopg.connect(make_conninfo(dsn, user=role), autocommit=True) as admin:
+                yield superuser, admin, role
+        finally:
+            superuser.execute("SELECT cron.unschedule(jobid) FROM cron.job")
+            superuser.execute(f"DROP OWNED BY {role}")
+            superuser.execute(f"DROP ROLE {role}")
+
+
+def raised_by(conn: Conn, sql: str) -> psycopg.Error:
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute(sql)
+    return raised.value
+
+
+def test_jobq_admin_without_pg_cron_privileges_has_the_workers_run_its_schedules(
+    cron_admin: tuple[Conn, Conn, str],
+) -> None:
+    superuser, admin, role = cron_admin
+    # Under the workers: scheduled, moved and removed (0.8.0: 42501 permission denied for schema cron).
+    assert scalar(admin, "SELECT jobq.every('nightly', '0 3 * * *', 'reports', runner => 'workers')") is None
+    assert scalar(admin, "SELECT jobq.every('nightly', '0 4 * * *', 'reports', runner => 'workers')") is None
+    schedules = admin.execute("SELECT schedule, runner FROM jobq.schedules").fetchall()
+    assert schedules == [("0 4 * * *", "workers")]
+    assert scalar(admin, "SELECT jobq.unschedule('nightly')") is True
+    assert scalar(admin, "SELECT jobq.unschedule('nightly')") is False
+    # pg_cron itself it may not use: JQ014 naming what is missing, with a HINT, and nothing changed.
+    for call in ("SELECT jobq.every('nightly', '0 3 * * *', 'reports', runner => 'pg_cron')",
+                 "SELECT jobq.every('nightly', '0 3 * * *', 'reports')",  # NULL: pg_cron, installed here
+                 "SELECT jobq.schedule_maintenance()",
+                 "SELECT jobq.unschedule_maintenance()"):
+        error = raised_by(admin, call)
+        assert error.sqlstate == "JQ014", (call, error.sqlstate, str(error))
+        assert error.diag.message_primary == f"jobq: role {role} may not use pg_cron: it has no USAGE on " \
+                                             "schema cron", call
+        hint = str(error.diag.message_hint)
+        assert f"GRANT USAGE ON SCHEMA cron TO {role}" in hint and "runner => 'workers'" in hint, call
+    assert scalar(superuser, "SELECT count(*) FROM jobq._periodic") == 0
+    assert scalar(superuser, "SELECT count(*) FROM cron.job") == 0
+    # Granted USAGE, it schedules with pg_cron; moved to the workers, its pg_cron job goes.
+    superuser.execute(f"GRANT USAGE ON SCHEMA cron TO {role}")
+    jobid = scalar(admin, "SELECT jobq.every('nightly', '0 3 * * *', 'reports')")
+    cron_jobs = superuser.execute("SELECT jobname, username FROM cron.job WHERE jobid = %s",
+                                  (jobid,)).fetchall()
+    assert cron_jobs == [("jobq-every:nightly", role)]
+    assert scalar(admin, "SELECT jobq.every('nightly', '0 3 * * *', 'reports', runner => 'workers')") is None
+    assert scalar(superuser, "SELECT count(*) FROM cron.job") == 0
+    # Another role's pg_cron job of that name is not the caller's to remove (nor an error).
+    superuser.execute("SELECT cron.schedule('jobq-every:nightly', '0 3 * * *', 'SELECT 1')")
+    assert scalar(admin, "SELECT jobq.unschedule('nightly')") is True
+    assert superuser.execute("SELECT jobname, username = current_user FROM cron.job").fetchall() == [
+        ("jobq-every:nightly", True)]

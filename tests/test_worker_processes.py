@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 import pyqueue
-from pyqueue.defaults import LISTEN_APPLICATION_NAME
+from pyqueue.defaults import LISTEN_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from tests.worker_support import (
     EXECUTIONS_DDL,
     WorkerProcess,
@@ -172,3 +172,23 @@ def test_sigterm_finishes_jobs_in_flight_and_releases_the_rest(
     rows = executions.execute("SELECT status, attempts FROM jobq._job WHERE id = ANY(%s)", (rest,)).fetchall()
     assert rows == [("ready", 0)] * len(rest)
     assert "worker exits normally" in worker.output()
+
+
+@pytest.mark.parametrize("mode", ["listen", "aio-listen"])
+def test_a_failed_acknowledgement_is_logged_with_the_jobs_it_left_pending(
+    executions: Conn, dsn: str, tmp_path: Path, spawn: list[WorkerProcess], mode: str
+) -> None:
+    # The worker's claim-and-acknowledge connection dies while its handler
+    # runs: the completion that follows cannot be sent, is kept, and is sent
+    # on the next connection. The warning counts the job it kept (0.8.0 said 0).
+    job_id = pyqueue.enqueue(executions, "work", {"sleep": 2})
+    worker = start(spawn, dsn, tmp_path, "--mode", mode, "--batch-size", "1")
+    wait_until(lambda: scalar(executions, "SELECT count(*) FROM executions") == 1, "the job to start")
+    killed = scalar(executions, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                "WHERE datname = current_database() AND application_name = %s",
+                    (WORKER_APPLICATION_NAME,))
+    assert killed == 1
+    wait_until(lambda: completed(executions) == 1, "the job completed on a new connection")
+    stop_all([worker])
+    assert "could not acknowledge 1 job(s) yet" in worker.output(), worker.output()
+    assert scalar(executions, "SELECT attempts FROM jobq.jobs WHERE id = %s", (job_id,)) == 1

@@ -42,6 +42,7 @@ from pyqueue.dashboard.security import (
     Signer,
     TokenAuth,
 )
+from pyqueue.dashboard.slashes import SlashRedirect
 
 log = logging.getLogger("pyqueue.dashboard")
 REFRESH_SECONDS = 5.0  # how often the pages re-fetch themselves
@@ -178,6 +179,9 @@ def create_app(
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+    # Trailing-slash redirects with a relative Location, never the client's Host (pyqueue.dashboard.slashes).
+    app.router.redirect_slashes = False
+    app.router.default = SlashRedirect(app.router)
     app.state.database = database
     app.state.pool = database.pool
     app.state.signer = signer

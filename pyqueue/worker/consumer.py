@@ -37,7 +37,7 @@ from pyqueue.job import JobRecord
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue.worker.completing import completing
-from pyqueue.worker.polling import PollBackoff
+from pyqueue.worker.polling import NotifyThrottle, PollBackoff
 from pyqueue.worker.prune import PRUNE, PruneTimer
 from pyqueue.worker.schedules import ScheduleTimer
 from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
@@ -84,6 +84,7 @@ class ConsumerCore(Generic[J, S]):
         self._responder_key = ",".join(sorted(self._queue_set))
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
         self._polls = PollBackoff(settings.poll_interval, settings.max_poll_interval)
+        self._notifies = NotifyThrottle()  # a NOTIFY flood costs one claim per window (see polling)
         self._next_due = math.inf  # monotonic: the next scheduled job's run_at, as last asked
 
     def wanted(self, channel_payload: str) -> bool:
@@ -167,6 +168,8 @@ class ConsumerCore(Generic[J, S]):
         ``pyqueue.worker.polling``)."""
         self._polls.claimed(found)
         self._poll_at = time.monotonic() + self._polls.delay()
+        if found:
+            self._notifies.found()
 
     def connected(self) -> None:
         """A statement went through: reset the reconnection backoff."""
@@ -282,12 +285,14 @@ class ConsumerCore(Generic[J, S]):
                     sent.releases.extend(jobs)
                     self._log_lost("released", [r[0] for r in rows if not r[1]])
         except psycopg.OperationalError as error:
-            logger.warning("could not acknowledge %d job(s) yet: %s", self.acks.pending(), error)
             self.acks.put_back(AckBatch(  # what was not sent yet, in order
                 batch.completes[len(sent.completes):],
                 batch.fails[len(sent.fails):],
                 batch.releases[len(sent.releases):],
             ))
+            # Counted once put back: take() emptied the pending list, so before
+            # this it held only what finished meanwhile (0, as often as not).
+            logger.warning("could not acknowledge %d job(s) yet: %s", self.acks.pending(), error)
             self._settled(sent)
             yield from self._reset_if_lost(error)
             return False
@@ -379,12 +384,18 @@ class ConsumerCore(Generic[J, S]):
         the queues' first-responder lock returns at once; the others
         FOLLOWER_DELAY later, so that one job does not have every idle worker
         claim at the same moment (on a small machine the winner would wait
-        behind the others' empty claims).
+        behind the others' empty claims). Either waits for the end of the
+        NOTIFY window when its last claims on NOTIFYs found nothing (a flood
+        of empty NOTIFYs, ``polling.NotifyThrottle``).
         """
         if notified:
             self._polls.notified()
+            delay = self._notifies.delay()  # after unanswered claims: the end of the last one's window
             if not self._responder:
-                yield Sleep(FOLLOWER_DELAY)
+                delay = max(delay, FOLLOWER_DELAY)
+            if delay > 0:
+                yield Sleep(delay)
+            self._notifies.claiming()
             return True
         if time.monotonic() >= work_at:
             if work_at == self._next_due:

@@ -8,11 +8,33 @@ and no wait exceeds ``max_poll_interval``. A NOTIFY ends any wait and brings
 the interval back, so a listening worker loses nothing by it; one that only
 polls (PgBouncer without ``listen_dsn``) picks up a job that arrives after a
 quiet spell within ``max_poll_interval``.
+
+A NOTIFY is not proof of work: any role that can connect may send
+``pg_notify('jobq', queue)`` as often as it likes (PostgreSQL has no
+privilege for it). :class:`NotifyThrottle` bounds what that costs. A worker
+claims at once on a NOTIFY while fewer than FREE_CLAIMS claims on NOTIFYs
+went out since a claim last found jobs (one empty claim is a race another
+worker won, not a flood); after that, a claim on a NOTIFY waits until
+NOTIFY_WINDOW after the previous one, and every NOTIFY that arrived
+meanwhile is answered by that one claim (they are read together, none is
+dropped). So the first NOTIFY after a quiet spell, and every NOTIFY while
+claims keep finding jobs, is claimed on at once, as before; a flood of empty
+NOTIFYs costs at most one claim per window (0.05 s: 20 a second, where an
+unthrottled worker made hundreds), and a job enqueued during it waits at
+most one window for its claim. The in-transaction modes do not report what
+their batches found to the consumer: their claims on NOTIFYs go out at most
+one per window, the rest coalesced, once FREE_CLAIMS of them went out.
 """
 
 from __future__ import annotations
 
+import math
 import random
+import time
+
+from pyqueue.defaults import NOTIFY_WINDOW
+
+FREE_CLAIMS = 2  # claims on NOTIFYs made at once since one last found jobs; later ones wait for the window
 
 MAX_DOUBLINGS = 30  # 2**30 times any interval is past any cap
 
@@ -38,3 +60,27 @@ class PollBackoff:
     def notified(self) -> None:
         """Work arrived (a NOTIFY): poll at the base interval again."""
         self.empty = 0
+
+
+class NotifyThrottle:
+    """How long a worker woken by a NOTIFY waits before it claims (see above)."""
+
+    def __init__(self, window: float = NOTIFY_WINDOW) -> None:
+        self.window = window
+        self._claimed_at = -math.inf  # monotonic: the last claim on a NOTIFY
+        self._unproven = 0  # claims on NOTIFYs since a claim last found jobs
+
+    def delay(self) -> float:
+        """Seconds to wait before claiming on a NOTIFY received now."""
+        if self._unproven < FREE_CLAIMS:
+            return 0.0
+        return max(0.0, self._claimed_at + self.window - time.monotonic())
+
+    def claiming(self) -> None:
+        """A claim on a NOTIFY goes out now."""
+        self._claimed_at = time.monotonic()
+        self._unproven += 1
+
+    def found(self) -> None:
+        """A claim found jobs: the NOTIFYs before it were worth answering."""
+        self._unproven = 0

@@ -130,7 +130,7 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
         elif isinstance(op, Listen):
             return self._open_listen()
         else:
-            self.wakeup.wait(op.seconds)
+            self.wakeup.sleep(op.seconds)
         return None
 
     def _reset(self, op: Reset) -> None:

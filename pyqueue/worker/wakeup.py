@@ -55,6 +55,13 @@ class Wakeup:
         with contextlib.suppress(OSError):
             os.write(self._write_fd, b"\0")
 
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, but not past a stop; a poke does not end it (it
+        stays pending for the next :meth:`wait`). What a consumer's ``Sleep``
+        is: a backoff, or the wait before a claim on a NOTIFY, which a
+        handler finishing must not cut short (see ``polling.NotifyThrottle``)."""
+        self.event.wait(seconds)
+
     def _drain(self) -> None:
         try:
             while os.read(self._read_fd, 4096):

@@ -46,9 +46,14 @@ BEGIN
                 coalesce(cardinality(p_queues)::text || ' elements', 'NULL')
             USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails'', ''sms''].';
     END IF;
-    -- By position: arrays may start at any index.
+    IF array_ndims(p_queues) > 1 THEN
+        RAISE EXCEPTION 'jobq: queues must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_queues), array_dims(p_queues)
+            USING ERRCODE = 'JQ001', HINT = 'Pass a list of names, e.g. ARRAY[''emails'', ''sms''].';
+    END IF;
+    -- By position: arrays may start at any index (a name is named by its subscript).
     FOR v_queue IN SELECT u.name, u.ord FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord) LOOP
-        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', v_queue.ord));
+        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', array_lower(p_queues, 1) + v_queue.ord - 1));
     END LOOP;
 END
 $$;
@@ -75,6 +80,7 @@ BEGIN
                  AND date_part('day', p_lease) * (extract(epoch FROM p_lease) - date_part('day', p_lease) * 86400) >= 0))
         AND coalesce(char_length(p_worker), 0) <= 200
         AND cardinality(p_queues) BETWEEN 1 AND 100
+        AND array_ndims(p_queues) = 1  -- before array_position, which refuses more dimensions
         AND array_position(p_queues, NULL) IS NULL
         AND array_to_string(p_queues, ' ') ~ '^[A-Za-z0-9_.:-]{1,128}( [A-Za-z0-9_.:-]{1,128})*$'
         AND char_length(array_to_string(p_queues, ' ')) - char_length(replace(array_to_string(p_queues, ' '), ' ', ''))

@@ -11,6 +11,11 @@ BEGIN
     -- finished and unknown ids, and jobs another transaction holds, are left
     -- alone (never waited for). results: each job's result (or NULL), as
     -- in jobq.complete_many.
+    IF array_ndims(complete_held.ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: ids must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_held.ids), array_dims(complete_held.ids)
+            USING ERRCODE = 'JQ010', HINT = 'Pass a list of the ids jobq.hold() returned.';
+    END IF;
     IF complete_held.ids IS NULL OR array_position(complete_held.ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids must be an array of job ids without NULL'
             USING ERRCODE = 'JQ010', HINT = 'Pass the ids of the jobs jobq.hold() returned.';
@@ -123,6 +128,16 @@ BEGIN
     -- held under their lease tokens (the others are left alone). results:
     -- one result (or NULL) per job, as in jobq.complete; JQ003 (and nothing
     -- completed) when one is over its queue's max_payload_bytes.
+    IF array_ndims(complete_many.ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: ids must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_many.ids), array_dims(complete_many.ids)
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, as two lists.';
+    END IF;
+    IF array_ndims(complete_many.lease_tokens) > 1 THEN
+        RAISE EXCEPTION 'jobq: lease_tokens must be a one-dimensional array, got % dimensions %',
+                array_ndims(complete_many.lease_tokens), array_dims(complete_many.lease_tokens)
+            USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, as two lists.';
+    END IF;
     IF complete_many.ids IS NULL OR complete_many.lease_tokens IS NULL
        OR cardinality(complete_many.ids) <> cardinality(complete_many.lease_tokens) THEN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must be arrays of the same length'

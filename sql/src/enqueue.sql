@@ -96,13 +96,19 @@ BEGIN
     -- job waits for the same parents.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
-            AND v_n BETWEEN 0 AND 100000
+            AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
             AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
             AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
         PERFORM jobq._check_queue(enqueue_many.queue, 'queue');
         IF enqueue_many.payloads IS NULL THEN
             RAISE EXCEPTION 'jobq: payloads must not be NULL'
                 USING ERRCODE = 'JQ002', HINT = 'Pass an array of JSON objects, e.g. ARRAY[''{"a":1}'']::jsonb[].';
+        END IF;
+        IF array_ndims(enqueue_many.payloads) > 1 THEN
+            RAISE EXCEPTION 'jobq: payloads must be a one-dimensional array, got % dimensions %',
+                    array_ndims(enqueue_many.payloads), array_dims(enqueue_many.payloads)
+                USING ERRCODE = 'JQ002',
+                      HINT = 'Pass a list of JSON objects, e.g. ARRAY[''{"a":1}'', ''{"a":2}'']::jsonb[].';
         END IF;
         PERFORM jobq._check_batch(v_n, 'cardinality(payloads)', 100000);
         PERFORM jobq._check_time(enqueue_many.run_at, 'run_at');
@@ -121,7 +127,9 @@ BEGIN
        OR pg_column_size(p.payload) > v_settings.max_payload_bytes
     ORDER BY p.ord LIMIT 1;
     IF FOUND THEN
-        PERFORM jobq._check_payload(v_bad.payload, format('payloads[%s]', v_bad.ord), v_settings.max_payload_bytes);
+        PERFORM jobq._check_payload(v_bad.payload,  -- named by its own subscript
+                                    format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
+                                    v_settings.max_payload_bytes);
     END IF;
 
     IF v_waiting THEN
@@ -162,6 +170,11 @@ BEGIN
         RETURN;
     END IF;
 
+    IF array_ndims(enqueue_many.job_keys) > 1 THEN
+        RAISE EXCEPTION 'jobq: job_keys must be a one-dimensional array, got % dimensions %',
+                array_ndims(enqueue_many.job_keys), array_dims(enqueue_many.job_keys)
+            USING ERRCODE = 'JQ009', HINT = 'Pass a list of keys (or NULLs), one per payload.';
+    END IF;
     IF cardinality(enqueue_many.job_keys) <> v_n THEN
         RAISE EXCEPTION 'jobq: job_keys has % elements but payloads has %', cardinality(enqueue_many.job_keys), v_n
             USING ERRCODE = 'JQ009', HINT = 'Pass one key (or NULL) per payload, or job_keys => NULL.';
@@ -172,7 +185,8 @@ BEGIN
         SELECT x.job_key, x.ord
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
     LOOP
-        PERFORM jobq._check_job_key(v_item.job_key, format('job_keys[%s]', v_item.ord));
+        PERFORM jobq._check_job_key(v_item.job_key,
+                                    format('job_keys[%s]', array_lower(enqueue_many.job_keys, 1) + v_item.ord - 1));
     END LOOP;
     FOR v_item IN
         SELECT x.payload, x.job_key

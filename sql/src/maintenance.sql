@@ -3,7 +3,9 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- Raise JQ014 unless the pg_cron extension is installed in this database.
+    -- Raise JQ014 unless the calling role can use pg_cron here: the
+    -- extension is installed in this database, and the role has USAGE on
+    -- its schema (which pg_cron grants to nobody: a superuser grants it).
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
         RAISE EXCEPTION 'jobq: pg_cron is not installed in database %', pg_catalog.quote_ident(current_database())
             USING ERRCODE = 'JQ014',
@@ -11,9 +13,18 @@ BEGIN
                          'CREATE EXTENSION pg_cron; or call jobq.reap() and jobq.prune() from your own scheduler '
                          '(pyqueue workers also reap on their own).';
     END IF;
+    IF NOT pg_catalog.has_schema_privilege('cron', 'USAGE') THEN
+        RAISE EXCEPTION 'jobq: role % may not use pg_cron: it has no USAGE on schema cron',
+                pg_catalog.quote_ident(current_user)
+            USING ERRCODE = 'JQ014',
+                  HINT = pg_catalog.format('A superuser can GRANT USAGE ON SCHEMA cron TO %I. Without pg_cron, '
+                                           'jobq.every(..., runner => ''workers'') has pyqueue workers run a '
+                                           'periodic job, and they reap and prune on their own.', current_user);
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._require_pg_cron() IS 'Raises JQ014 when pg_cron is not installed in this database.';
+COMMENT ON FUNCTION jobq._require_pg_cron() IS
+    'Raises JQ014 when pg_cron is not installed in this database, or the calling role may not use it.';
 
 CREATE FUNCTION jobq.schedule_maintenance(
     reap_schedule text DEFAULT '* * * * *',

@@ -7,6 +7,34 @@ AS $$
 $$;
 COMMENT ON FUNCTION jobq._pg_cron_installed() IS 'True when pg_cron is installed in this database.';
 
+CREATE FUNCTION jobq._cron_unschedule_own(p_jobname text) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Remove the calling role's pg_cron job of that name; false when it has
+    -- none. A pg_cron job belongs to the role that scheduled it: cron.job
+    -- shows a role its own (a superuser all) and cron.unschedule(name) finds
+    -- only the caller's. A role without USAGE on schema cron cannot have
+    -- scheduled one, and may not even read cron.job: nothing to remove.
+    -- Nested IFs: cron.job must not be parsed where pg_cron is missing.
+    IF NOT jobq._pg_cron_installed() THEN
+        RETURN false;
+    END IF;
+    IF NOT pg_catalog.has_schema_privilege('cron', 'USAGE') THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT FROM cron.job AS c
+                   WHERE c.jobname = p_jobname AND c.username = current_user::text) THEN
+        RETURN false;
+    END IF;
+    PERFORM cron.unschedule(p_jobname);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq._cron_unschedule_own(text) IS
+    'Removes the calling role''s pg_cron job of that name; false when it has none (or may not use pg_cron).';
+
 CREATE FUNCTION jobq._cron_field(p_field text, p_min integer, p_max integer, p_names text[]) RETURNS integer[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -230,12 +258,8 @@ BEGIN
     IF v_runner = 'workers' THEN
         PERFORM jobq._periodic_save(every.name, every.schedule, every.queue, every.payload,
                                     every.priority, every.max_attempts, 'workers');
-        -- Two IFs: cron.job must not be parsed where pg_cron is missing.
-        IF jobq._pg_cron_installed() THEN
-            IF EXISTS (SELECT FROM cron.job AS c WHERE c.jobname = 'jobq-every:' || every.name) THEN
-                PERFORM cron.unschedule('jobq-every:' || every.name);   -- it moved from pg_cron to the workers
-            END IF;
-        END IF;
+        -- It may have moved from pg_cron to the workers (needs no privilege on pg_cron).
+        PERFORM jobq._cron_unschedule_own('jobq-every:' || every.name);
         RETURN NULL;
     END IF;
     PERFORM jobq._require_pg_cron();
@@ -266,11 +290,7 @@ BEGIN
     IF NOT jobq._periodic_delete(unschedule.name) THEN
         RETURN false;
     END IF;
-    IF jobq._pg_cron_installed() THEN   -- nested: cron.job must not be parsed where pg_cron is missing
-        IF EXISTS (SELECT FROM cron.job AS c WHERE c.jobname = 'jobq-every:' || unschedule.name) THEN
-            PERFORM cron.unschedule('jobq-every:' || unschedule.name);
-        END IF;
-    END IF;
+    PERFORM jobq._cron_unschedule_own('jobq-every:' || unschedule.name);
     RETURN true;
 END
 $$;

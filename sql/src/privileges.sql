@@ -63,6 +63,8 @@ GRANT EXECUTE ON FUNCTION
     jobq._require_pg_cron()
 TO jobq_admin;
 GRANT SELECT ON jobq.stats, jobq.jobs, jobq.queues, jobq.schedules TO jobq_admin;
+-- jobq.every and jobq.unschedule remove the caller's own pg_cron job (since 0.9.0).
+GRANT EXECUTE ON FUNCTION jobq._cron_unschedule_own(text) TO jobq_admin;
 -- Workers prune where pg_cron does not, as they reap (since 0.4.0; granted
 -- after jobq_admin's, as upgraded databases have it).
 GRANT EXECUTE ON FUNCTION jobq.prune(integer) TO jobq_worker;

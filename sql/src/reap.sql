@@ -104,7 +104,12 @@ BEGIN
         RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names'
             USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails''].';
     END IF;
-    PERFORM jobq._check_queue(u.name, format('queues[%s]', u.ord))
+    IF array_ndims(next_run_at.queues) > 1 THEN
+        RAISE EXCEPTION 'jobq: queues must be a one-dimensional array, got % dimensions %',
+                array_ndims(next_run_at.queues), array_dims(next_run_at.queues)
+            USING ERRCODE = 'JQ001', HINT = 'Pass a list of names, e.g. ARRAY[''emails''].';
+    END IF;
+    PERFORM jobq._check_queue(u.name, format('queues[%s]', array_lower(next_run_at.queues, 1) + u.ord - 1))
     FROM unnest(next_run_at.queues) WITH ORDINALITY AS u(name, ord);
     WITH RECURSIVE prio AS (
         (SELECT j.queue, j.priority FROM jobq._job AS j

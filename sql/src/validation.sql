@@ -271,10 +271,12 @@ AS $$
 DECLARE
     v_bad record;
 BEGIN
-    -- Raise JQ018 unless p_ids (depends_on, members) is an array of at most
-    -- 100,000 distinct job ids without NULL, and JQ017 unless
+    -- Raise JQ018 unless p_ids (depends_on, members) is a list (one
+    -- dimension, any lower bound: an element is named by its own subscript,
+    -- lower bound + ordinality - 1) of at most 100,000 distinct job ids
+    -- without NULL, and JQ017 unless
     -- p_on_parent_failure is 'cancel' or 'run'. Whether the ids are known is
-    -- jobq._lock_parents' question.
+    -- jobq._check_parents_issued's question.
     IF p_on_parent_failure IS NULL OR p_on_parent_failure NOT IN ('cancel', 'run') THEN
         RAISE EXCEPTION 'jobq: on_parent_failure must be ''cancel'' or ''run'', got %',
                 coalesce(pg_catalog.quote_literal(pg_catalog.left(p_on_parent_failure, 100)), 'NULL')
@@ -286,6 +288,13 @@ BEGIN
         RAISE EXCEPTION 'jobq: % must be an array of job ids, got NULL', p_arg
             USING ERRCODE = 'JQ018', HINT = 'Pass e.g. ARRAY[41, 42]::bigint[].';
     END IF;
+    IF array_ndims(p_ids) > 1 THEN
+        RAISE EXCEPTION 'jobq: % must be a one-dimensional array, got % dimensions %',
+                p_arg, array_ndims(p_ids), array_dims(p_ids)
+            USING ERRCODE = 'JQ018',
+                  HINT = 'Pass a list of job ids, e.g. ARRAY[41, 42]::bigint[]; ARRAY(SELECT unnest(a)) flattens a '
+                         'nested array a.';
+    END IF;
     IF cardinality(p_ids) > 100000 THEN
         RAISE EXCEPTION 'jobq: % has % ids, over the cap of 100000', p_arg, cardinality(p_ids)
             USING ERRCODE = 'JQ018',
@@ -296,7 +305,7 @@ BEGIN
     WHERE u.id IS NULL
     ORDER BY u.ord LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'jobq: %[%] is NULL', p_arg, v_bad.ord
+        RAISE EXCEPTION 'jobq: %[%] is NULL', p_arg, array_lower(p_ids, 1) + v_bad.ord - 1
             USING ERRCODE = 'JQ018', HINT = 'Pass the id of every job this one depends on, without NULL.';
     END IF;
     SELECT u.id, count(*) AS n INTO v_bad
@@ -319,9 +328,14 @@ AS $$
 DECLARE
     v_bad record;
 BEGIN
-    -- Raise JQ010 unless p_results pairs with p_ids, and JQ003 for a result
-    -- over its job's queue's max_payload_bytes (jobs not live are left to the
-    -- completion, which ignores them).
+    -- Raise JQ010 unless p_results is a list that pairs with p_ids, and
+    -- JQ003 for a result over its job's queue's max_payload_bytes (jobs not
+    -- live are left to the completion, which ignores them).
+    IF array_ndims(p_results) > 1 THEN
+        RAISE EXCEPTION 'jobq: results must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_results), array_dims(p_results)
+            USING ERRCODE = 'JQ010', HINT = 'Pass one result (or NULL) per job id, in a one-dimensional array.';
+    END IF;
     IF cardinality(p_results) <> cardinality(p_ids) THEN
         RAISE EXCEPTION 'jobq: results has % elements but ids has %', cardinality(p_results), cardinality(p_ids)
             USING ERRCODE = 'JQ010', HINT = 'Pass one result (or NULL) per job id, in the same order.';

@@ -16,6 +16,13 @@
 --   plans that do not depend on statistics, costs that do not grow with the backlog (issue 24):
 --   per-queue privileges (issue 25, item 4):
 --   smaller fixes (issue 25, item 5):
+--     jobq.every(..., runner => 'workers') and jobq.unschedule work for a role without USAGE on schema cron
+--       (new jobq._cron_unschedule_own: only the caller's own pg_cron job, and only when it may use pg_cron);
+--       jobq._require_pg_cron raises JQ014 naming the missing USAGE, with a HINT, instead of a bare 42501.
+--     array arguments are lists: more than one dimension is refused with the argument's JQ SQLSTATE, and an
+--       element is named by its own subscript in errors (depends_on, members, payloads, job_keys, queues, ids,
+--       lease_tokens, results): _check_dependencies, _check_results, _check_claim_args, _claim_args_ok,
+--       enqueue_many, complete_held, complete_many, next_run_at.
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.9.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.8.0 is installed.
@@ -90,12 +97,26 @@ CREATE CONSTRAINT TRIGGER _500_settle_at_commit
 -- per-queue privileges (issue 25, item 4)
 
 -- smaller fixes (issue 25, item 5)
+-- @function jobq._cron_unschedule_own(text)
+-- @replace-function jobq._require_pg_cron()
+-- @replace-function jobq.every(text, text, text, jsonb, integer, integer, text)
+-- @replace-function jobq.unschedule(text)
+-- @replace-function jobq._check_dependencies(bigint[], text, text)
+-- @replace-function jobq._check_results(bigint[], jsonb[])
+-- @replace-function jobq._check_claim_args(text[], integer, interval)
+-- @replace-function jobq._claim_args_ok(text[], integer, interval, text)
+-- (jobq.enqueue_many is replaced above, with the workflows' changes)
+-- @replace-function jobq.complete_held(bigint[], jsonb[])
+-- @replace-function jobq.complete_many(bigint[], uuid[], jsonb[])
+-- @replace-function jobq.next_run_at(text[])
 
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+-- smaller fixes (issue 25, item 5)
+GRANT EXECUTE ON FUNCTION jobq._cron_unschedule_own(text) TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
