@@ -76,10 +76,12 @@ BEGIN
     -- Wake the workers of the queues that got jobs back.
     PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
 
-    UPDATE jobq._job AS j
-    SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
-    WHERE j.id = ANY (v_dead);
-    PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
+    IF cardinality(v_dead) > 0 THEN
+        UPDATE jobq._job AS j
+        SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
+        WHERE j.id = ANY (v_dead);
+        PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
+    END IF;
     -- Leases in place held for over 10 seconds (a worker that never
     -- heart-beats) leave the claim index too, so claims do not step over
     -- them. Rows busy elsewhere are skipped, never waited for. The rows are
