@@ -2,7 +2,7 @@
 -- DEFINER only where intended, pinned search_path (and lock_timeout on the
 -- claim and worker functions) and a comment everywhere.
 BEGIN;
-SELECT plan(166);
+SELECT plan(168);
 
 -- objects ------------------------------------------------------------------
 SELECT has_schema('jobq', 'schema jobq exists');
@@ -73,8 +73,8 @@ SELECT set_eq(
     $$SELECT column_name::text FROM information_schema.columns
       WHERE table_schema = 'jobq' AND table_name = 'stats'$$,
     $$VALUES ('queue'), ('ready'), ('scheduled'), ('running'), ('dead'), ('oldest_ready_age'), ('paused'),
-             ('completed_total'), ('failed_total'), ('dead_total'), ('waiting')$$,
-    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age, paused, the completed/failed/dead totals and waiting');
+             ('completed_total'), ('failed_total'), ('dead_total'), ('waiting'), ('estimated')$$,
+    'jobq.stats has queue, ready, scheduled, running, dead, oldest_ready_age, paused, the completed/failed/dead totals, waiting and estimated');
 
 -- the public API, exactly ----------------------------------------------------
 SELECT set_eq(
@@ -278,9 +278,11 @@ SELECT set_eq(
         'jobq.watch(bigint)',
         'jobq._periodic_save(text,text,text,jsonb,integer,integer,text)',
         'jobq._periodic_delete(text)',
-        'jobq._settle_at_commit()'
+        'jobq._settle_at_commit()',
+        'jobq._queue_counts()',
+        'jobq._running()'
     ],
-    'SECURITY DEFINER functions are exactly the role-gated API, the two periodic-job helpers that every()/unschedule() (which run as the caller) need, and the commit trigger that runs as whoever commits');
+    'SECURITY DEFINER functions are exactly the role-gated API, the two periodic-job helpers that every()/unschedule() (which run as the caller) need, the commit trigger that runs as whoever commits, and the two that jobq.stats and jobq.workers read (a view cannot pin its plans)');
 
 -- pinned search_path and comments ------------------------------------------
 SELECT cmp_ok((SELECT count(*)::int FROM pg_catalog.pg_proc WHERE pronamespace = 'jobq'::regnamespace),
@@ -344,8 +346,9 @@ SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq.c
           ARRAY['search_path=pg_catalog, pg_temp', 'lock_timeout=5s'],
           'claim(text[]) pins exactly search_path and lock_timeout (no statement_timeout that a long claim could trip)');
 SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq._claim(text[],integer,text,interval)'::regprocedure),
-          ARRAY['search_path=pg_catalog, pg_temp', 'plan_cache_mode=force_generic_plan', 'jit=off'],
-          'the claim itself (jobq._claim) pins search_path, generic plans and no JIT');
+          ARRAY['search_path=pg_catalog, pg_temp', 'plan_cache_mode=force_generic_plan', 'jit=off',
+                'enable_sort=off', 'enable_bitmapscan=off'],
+          'the claim itself (jobq._claim) pins search_path, generic plans, no JIT, and its plan: no sort, no bitmap scan');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'plan_cache_mode=force_generic_plan'$$,
@@ -355,8 +358,12 @@ SELECT set_eq(
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._lock_ready(text,integer)',
-          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)'],
-    'the claim and finish path runs generic plans (planning once, not per call)');
+          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
+          'jobq.reap(integer)',
+          'jobq._leased_in_place(timestamp with time zone)',
+          'jobq._live_sample(timestamp with time zone)',
+          'jobq._queue_counts()'],
+    'the claim, finish and reap paths and the live counts run generic plans (planning once, not per call)');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'plan_cache_mode=force_custom_plan'$$,
@@ -377,8 +384,39 @@ SELECT set_eq(
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._lock_ready(text,integer)',
           'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
-          'jobq._finish_dependents(bigint[],text)'],
-    'the generic plans of the claim and finish path are never JIT-compiled (their cost estimates would trigger it)');
+          'jobq._finish_dependents(bigint[],text)',
+          'jobq.reap(integer)',
+          'jobq._leased_in_place(timestamp with time zone)',
+          'jobq._live_sample(timestamp with time zone)',
+          'jobq._running()',
+          'jobq._queue_counts()'],
+    'the generic plans of the claim, finish and reap paths and of the live counts are never JIT-compiled (their cost estimates would trigger it)');
+-- Plans that do not depend on the statistics: what reads the claim index in
+-- its order, or must read only by index, may not sort or bitmap-scan (a
+-- table never analyzed, or analyzed while empty, would otherwise get a sort
+-- of the whole backlog).
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'jobq'::regnamespace
+        AND p.proconfig @> ARRAY['enable_sort=off', 'enable_bitmapscan=off']$$,
+    ARRAY['jobq._claim(text[],integer,text,interval)',
+          'jobq._plain_leases(text[],interval)',
+          'jobq._crowded_queues(text[],timestamp with time zone)',
+          'jobq._pick(text[],integer,interval,timestamp with time zone)',
+          'jobq._lock_ready(text,integer)',
+          'jobq.reap(integer)',
+          'jobq._leased_in_place(timestamp with time zone)',
+          'jobq._running()',
+          'jobq._queue_counts()'],
+    'the claim paths, reap and the live counts pin their plans: no sort, no bitmap scan');
+SELECT set_eq(
+    $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+      WHERE p.pronamespace = 'jobq'::regnamespace AND 'enable_seqscan=off' = ANY (p.proconfig)$$,
+    ARRAY['jobq.reap(integer)',
+          'jobq._leased_in_place(timestamp with time zone)',
+          'jobq._running()',
+          'jobq._queue_counts()'],
+    'reap and the live counts read jobq._job only by index (no sequential scan of a backlog)');
 
 -- the hot table ---------------------------------------------------------------
 SELECT has_index('jobq', '_job', '_job_claim_idx', ARRAY['queue', 'priority', 'run_at', 'id'],

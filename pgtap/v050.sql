@@ -52,8 +52,8 @@ SELECT function_privs_are('jobq', 'pause', ARRAY['text'], 'jobq_viewer', ARRAY[]
                           'function_privs_are: jobq_viewer may not execute pause()');
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_viewer', p.oid, 'EXECUTE')$$,
-              ARRAY['jobq.version()', 'jobq.metrics()'],
-              'jobq_viewer may execute exactly version() and metrics() (no private helper)');
+              ARRAY['jobq.version()', 'jobq.metrics()', 'jobq._queue_counts()', 'jobq._running()'],
+              'jobq_viewer may execute exactly version() and metrics(), and the two helpers jobq.stats and jobq.workers read (since 0.9.0)');
 SELECT table_privs_are('jobq', v, 'jobq_viewer', ARRAY['SELECT'], format('table_privs_are: jobq_viewer may read jobq.%s', v))
 FROM unnest(ARRAY['stats', 'jobs', 'queues', 'schedules', 'workers', 'throughput', 'job_errors', 'job_dependencies']) AS v;
 SELECT set_eq($$SELECT c.relname::text FROM pg_catalog.pg_class AS c

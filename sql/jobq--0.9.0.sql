@@ -133,6 +133,11 @@ CREATE TABLE jobq._job (
     has_children      boolean NOT NULL DEFAULT false,
     has_parents       boolean NOT NULL DEFAULT false,
     watched           boolean NOT NULL DEFAULT false,
+    -- The lease expiry of a parked job, in an index of its own (below):
+    -- running jobs the claim index no longer holds are found by it. A
+    -- fast-path claim leaves it NULL (it leases in place, unparked), so its
+    -- update writes no indexed value and stays HOT.
+    parked_expires_at timestamptz GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED,
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -169,6 +174,8 @@ COMMENT ON COLUMN jobq._job.has_parents IS
     'This job was enqueued with depends_on (or as a batch callback): its edges in jobq._job_dep go when it does.';
 COMMENT ON COLUMN jobq._job.watched IS
     'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
+COMMENT ON COLUMN jobq._job.parked_expires_at IS
+    'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is
@@ -185,6 +192,12 @@ CREATE INDEX _job_group_idx ON jobq._job (queue, group_key, id)
 -- count, and waiting jobs (parked too: out of the claim index).
 CREATE INDEX _job_parked_idx ON jobq._job (queue)
     WHERE parked;
+-- Parked running jobs by lease expiry (only they have one): reap reads the
+-- expired ones, and jobq.workers and jobq.stats every one, without visiting
+-- the ready or waiting jobs. Running jobs that are not parked are leased in
+-- place at the head of the claim index; jobq._claim_heads finds those.
+CREATE INDEX _job_parked_expiry_idx ON jobq._job (parked_expires_at)
+    WHERE parked_expires_at IS NOT NULL;
 
 -- Finished jobs: completed ones for their queue's retention (none by
 -- default), dead (out of attempts) and cancelled ones until retried or past
@@ -2082,6 +2095,8 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_plain boolean;
@@ -2113,6 +2128,8 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     -- Older than this (and than the claiming transaction), a lease at the head is no passing one.
@@ -2153,6 +2170,8 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_queue text;
@@ -2180,7 +2199,8 @@ BEGIN
     -- running jobs is an index scan (waiting jobs are parked too, and
     -- skipped). Records the starts of rate-limited queues at p_now, which
     -- the caller also stamps on the jobs as started_at. Jobs taken earlier in
-    -- this transaction (take, hold) count as running.
+    -- this transaction (take, hold) count as running. Plans pinned as
+    -- jobq._claim's (no sort, no bitmap scan of the backlog).
     PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
     FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
                    ORDER BY u.name, u.ord LOOP
@@ -2267,6 +2287,330 @@ END
 $$;
 COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
     'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
+
+---------------------------------------------------------------------------
+-- 5. the live jobs at a glance: queue names, running jobs, counts
+---------------------------------------------------------------------------
+-- What jobq.reap, jobq.workers, jobq.stats and jobq.queues need to know
+-- about the live table without reading every row of a backlog: each reads
+-- an index, at most a bounded part of one, and the jobs it reads. Their
+-- functions pin the plans (no sort, no bitmap, no sequential scan of the
+-- live table), whatever the table's statistics say.
+
+CREATE VIEW jobq._live_queues AS
+    -- The queue names of the live jobs: a skip scan (one index probe per
+    -- name) of the claim index and of the parked index, which between them
+    -- hold every live job. Private: read jobq.queues or jobq.stats.
+    WITH RECURSIVE unparked AS (
+        (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked ORDER BY j.queue LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked AND j.queue > u.queue ORDER BY j.queue LIMIT 1)
+        FROM unparked AS u
+        WHERE u.queue IS NOT NULL
+    ), parked AS (
+        (SELECT j.queue FROM jobq._job AS j WHERE j.parked ORDER BY j.queue LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.queue FROM jobq._job AS j WHERE j.parked AND j.queue > p.queue ORDER BY j.queue LIMIT 1)
+        FROM parked AS p
+        WHERE p.queue IS NOT NULL
+    )
+    SELECT u.queue FROM unparked AS u WHERE u.queue IS NOT NULL
+    UNION
+    SELECT p.queue FROM parked AS p WHERE p.queue IS NOT NULL;
+COMMENT ON VIEW jobq._live_queues IS 'The queue names of the live jobs (a skip scan of the claim and parked indexes). Private.';
+
+CREATE VIEW jobq._dead_queues AS
+    -- The queue names of the dead jobs in the history: a skip scan of the
+    -- dead-job index of every archive partition. Private: read jobq.queues
+    -- or jobq.stats.
+    WITH RECURSIVE dead AS (
+        (SELECT a.queue FROM jobq._job_archive AS a WHERE a.status = 'dead' ORDER BY a.queue LIMIT 1)
+        UNION ALL
+        SELECT (SELECT a.queue FROM jobq._job_archive AS a
+                WHERE a.status = 'dead' AND a.queue > d.queue ORDER BY a.queue LIMIT 1)
+        FROM dead AS d
+        WHERE d.queue IS NOT NULL
+    )
+    SELECT d.queue FROM dead AS d WHERE d.queue IS NOT NULL;
+COMMENT ON VIEW jobq._dead_queues IS 'The queue names of the dead jobs in the history (a skip scan of its dead-job indexes). Private.';
+
+CREATE FUNCTION jobq._leased_in_place(p_upto timestamptz)
+RETURNS TABLE (id bigint, queue text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
+AS $$
+DECLARE
+    -- Jobs read per step; a queue's walk ends after this many unleased due
+    -- jobs, counted from the end of the last step that found a lease.
+    c_step CONSTANT integer := 1000;
+    v_queue text;
+    v_priority integer;
+    v_after_run_at timestamptz;
+    v_after_id bigint;
+    v_unleased integer;
+    v_step record;
+BEGIN
+    -- The running jobs that are not parked (fast-path claims lease in
+    -- place), without reading the backlog behind them. Such a lease sits in
+    -- the claim index among the due jobs (run_at <= p_upto), where claims
+    -- take jobs in order: priority, run_at, id. So each queue is walked in
+    -- that order, one priority at a time, c_step jobs per step, and the walk
+    -- ends once c_step due jobs in a row (whole steps) were not leased: claims reach a job
+    -- only after every unleased job ahead of it, so a lease behind more than
+    -- c_step of them (a job enqueued with an older run_at while it ran,
+    -- released, or taken by a claim still in progress) is found once claims
+    -- have caught up with it. Costs one index probe per queue and priority
+    -- reached, and the leases plus at most c_step jobs per queue.
+    FOR v_queue IN
+        WITH RECURSIVE names AS (
+            (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked ORDER BY j.queue LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked AND j.queue > n.queue
+                    ORDER BY j.queue LIMIT 1)
+            FROM names AS n
+            WHERE n.queue IS NOT NULL
+        )
+        SELECT n.queue FROM names AS n WHERE n.queue IS NOT NULL
+    LOOP
+        v_unleased := 0;
+        v_priority := -32769;
+        LOOP
+            SELECT j.priority INTO v_priority
+            FROM jobq._job AS j
+            WHERE j.queue = v_queue AND NOT j.parked AND j.priority > v_priority
+            ORDER BY j.priority
+            LIMIT 1;
+            EXIT WHEN NOT FOUND;
+            v_after_run_at := '-infinity';
+            v_after_id := 0;
+            LOOP
+                SELECT count(*)::integer AS n,
+                       array_agg(h.id) FILTER (WHERE h.status = 'running') AS leased,
+                       max(h.run_at) AS last_run_at,
+                       (array_agg(h.id ORDER BY h.run_at DESC, h.id DESC))[1] AS last_id
+                INTO v_step
+                FROM (SELECT j.id, j.run_at, j.status
+                      FROM jobq._job AS j
+                      WHERE j.queue = v_queue AND j.priority = v_priority AND NOT j.parked
+                        AND j.run_at <= p_upto AND (j.run_at, j.id) > (v_after_run_at, v_after_id)
+                      ORDER BY j.run_at, j.id
+                      LIMIT c_step) AS h;
+                IF v_step.leased IS NOT NULL THEN
+                    RETURN QUERY SELECT u.id, v_queue FROM unnest(v_step.leased) AS u(id);
+                    v_unleased := 0;
+                ELSE
+                    v_unleased := v_unleased + v_step.n;
+                END IF;
+                EXIT WHEN v_step.n < c_step OR v_unleased >= c_step;
+                v_after_run_at := v_step.last_run_at;
+                v_after_id := v_step.last_id;
+            END LOOP;
+            EXIT WHEN v_unleased >= c_step;
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._leased_in_place(timestamptz) IS
+    'The running jobs not parked (leased in place by fast-path claims), found by walking each queue''s due jobs in claim order while leases turn up.';
+
+CREATE FUNCTION jobq._running()
+RETURNS TABLE (id bigint, queue text, worker text, started_at timestamptz, heartbeat_at timestamptz,
+               lease_expires_at timestamptz, parked boolean)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
+SET jit = off
+AS $$
+    -- Every running job, without reading the ready or waiting ones: the
+    -- parked ones by their lease expiry index, those leased in place by
+    -- jobq._leased_in_place. What jobq.workers shows (its readers,
+    -- jobq_viewer, may call this; it reveals what jobq.jobs does).
+    SELECT j.id, j.queue, j.worker, j.started_at, j.heartbeat_at, j.lease_expires_at, j.parked
+    FROM jobq._job AS j
+    WHERE j.parked_expires_at IS NOT NULL
+    UNION ALL
+    SELECT j.id, j.queue, j.worker, j.started_at, j.heartbeat_at, j.lease_expires_at, j.parked
+    FROM jobq._leased_in_place(pg_catalog.clock_timestamp()) AS l
+    JOIN jobq._job AS j ON j.id = l.id
+    WHERE j.status = 'running' AND NOT j.parked
+$$;
+COMMENT ON FUNCTION jobq._running() IS
+    'Every running job (parked ones by their expiry index, the others by jobq._leased_in_place), for jobq.workers.';
+
+CREATE FUNCTION jobq._live_sample(p_now timestamptz)
+RETURNS TABLE (queue text, ready double precision, scheduled double precision, waiting double precision)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    -- The sample: this many runs of c_run_pages consecutive pages, evenly spread.
+    c_runs CONSTANT integer := 32;
+    c_run_pages CONSTANT integer := 8;
+    v_pages bigint := pg_catalog.pg_relation_size('jobq._job'::regclass)
+                      / current_setting('block_size')::bigint;
+    v_scale double precision;
+    v_from bigint;
+BEGIN
+    -- Estimated ready, scheduled and waiting jobs per queue of the live
+    -- table, from a fixed number of its pages whatever its size (all of them
+    -- when it has no more): c_runs runs of c_run_pages pages spread evenly
+    -- over it, each read by its TID range, their jobs counted and scaled up
+    -- to the table's size. Rows per queue and run; the caller sums them.
+    -- For jobq._queue_counts, about the queues over its exact limit.
+    IF v_pages <= c_runs * c_run_pages THEN
+        RETURN QUERY
+        SELECT j.queue, count(*) FILTER (WHERE j.status = 'ready' AND j.run_at <= p_now)::double precision,
+               count(*) FILTER (WHERE j.status = 'ready' AND j.run_at > p_now)::double precision,
+               count(*) FILTER (WHERE j.status = 'waiting')::double precision
+        FROM jobq._job AS j
+        WHERE j.ctid >= '(0,0)'::tid AND j.ctid < format('(%s,0)', v_pages + 1)::tid
+        GROUP BY j.queue;
+        RETURN;
+    END IF;
+    v_scale := v_pages::double precision / (c_runs * c_run_pages);
+    FOR i IN 0 .. c_runs - 1 LOOP
+        v_from := (2 * i + 1) * v_pages / (2 * c_runs) - c_run_pages / 2;
+        RETURN QUERY
+        SELECT j.queue, count(*) FILTER (WHERE j.status = 'ready' AND j.run_at <= p_now) * v_scale,
+               count(*) FILTER (WHERE j.status = 'ready' AND j.run_at > p_now) * v_scale,
+               count(*) FILTER (WHERE j.status = 'waiting') * v_scale
+        FROM jobq._job AS j
+        WHERE j.ctid >= format('(%s,0)', v_from)::tid AND j.ctid < format('(%s,0)', v_from + c_run_pages)::tid
+        GROUP BY j.queue;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._live_sample(timestamptz) IS
+    'Estimated ready, scheduled and waiting jobs per queue (rows to sum), from a fixed number of pages of the live table.';
+
+CREATE FUNCTION jobq._queue_counts()
+RETURNS TABLE (queue text, ready bigint, scheduled bigint, running bigint, waiting bigint, dead bigint,
+               oldest_ready_age interval, estimated boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
+AS $$
+DECLARE
+    -- Counted one by one up to this many per queue (live jobs in the claim
+    -- index, parked jobs, dead jobs); above it, estimated from a sample.
+    c_exact CONSTANT integer := 10000;
+    -- Pages of the history read for an estimate of its dead jobs (a random sample).
+    c_sample_pages CONSTANT integer := 256;
+    v_now timestamptz := now();
+    v_block bigint := current_setting('block_size')::bigint;
+    v_dead_pct double precision;
+BEGIN
+    -- Per queue with live or dead jobs: jobs ready now, scheduled, running,
+    -- waiting for their parents, dead in the history, and the age of the
+    -- oldest ready job, at a cost that does not grow with the backlog.
+    -- running and oldest_ready_age are always exact (jobq._running's
+    -- sources, and one probe per queue and priority for the first ready
+    -- job). The others are exact while a queue has at most c_exact jobs in
+    -- each index they are counted from (index entries only: no table row is
+    -- read for them); above that, ready, scheduled and waiting are estimated
+    -- from a fixed sample of the live table (jobq._live_sample), dead from a
+    -- random sample of about c_sample_pages pages of the history, and
+    -- estimated is true. A sample is taken only when some queue needs it.
+    -- The readers of jobq.stats (jobq_viewer) may call this.
+    v_dead_pct := least(100, 100.0 * c_sample_pages
+                             / greatest(1, (SELECT sum(pg_catalog.pg_relation_size(t.relid))
+                                            FROM pg_catalog.pg_partition_tree('jobq._job_archive'::regclass) AS t)
+                                           / v_block));
+    RETURN QUERY
+    WITH names AS (
+        SELECT l.queue FROM jobq._live_queues AS l
+        UNION
+        SELECT d.queue FROM jobq._dead_queues AS d
+    ), running AS (
+        SELECT r.queue, count(*) FILTER (WHERE r.parked) AS parked, count(*) FILTER (WHERE NOT r.parked) AS unparked
+        FROM (SELECT p.queue, true AS parked FROM jobq._job AS p WHERE p.parked_expires_at IS NOT NULL
+              UNION ALL
+              SELECT l.queue, false FROM jobq._leased_in_place(v_now) AS l) AS r
+        GROUP BY r.queue
+    ), pairs AS (
+        -- (queue, priority) of the claim index, one probe each.
+        SELECT n.queue, p.priority
+        FROM names AS n,
+             LATERAL (WITH RECURSIVE prio AS (
+                          (SELECT j.priority FROM jobq._job AS j WHERE j.queue = n.queue AND NOT j.parked
+                           ORDER BY j.priority LIMIT 1)
+                          UNION ALL
+                          SELECT (SELECT j.priority FROM jobq._job AS j
+                                  WHERE j.queue = n.queue AND NOT j.parked AND j.priority > r.priority
+                                  ORDER BY j.priority LIMIT 1)
+                          FROM prio AS r
+                          WHERE r.priority IS NOT NULL)
+                      SELECT r.priority FROM prio AS r WHERE r.priority IS NOT NULL) AS p
+    ), oldest AS (
+        -- The first ready due job of each priority (stepping over the leases ahead of it).
+        SELECT p.queue, min(f.run_at) AS run_at
+        FROM pairs AS p,
+             LATERAL (SELECT j.run_at FROM jobq._job AS j
+                      WHERE j.queue = p.queue AND j.priority = p.priority AND NOT j.parked AND j.run_at <= v_now
+                        AND j.status = 'ready'
+                      ORDER BY j.run_at, j.id
+                      LIMIT 1) AS f
+        GROUP BY p.queue
+    ), bounded AS (
+        SELECT n.queue, e.due, e.later, e.entries, k.entries AS parked_entries, d.dead
+        FROM names AS n,
+             LATERAL (SELECT count(*) FILTER (WHERE x.run_at <= v_now) AS due,
+                             count(*) FILTER (WHERE x.run_at > v_now) AS later, count(*) AS entries
+                      FROM (SELECT j.run_at FROM jobq._job AS j WHERE j.queue = n.queue AND NOT j.parked
+                            LIMIT c_exact + 1) AS x) AS e,
+             LATERAL (SELECT count(*) AS entries
+                      FROM (SELECT FROM jobq._job AS j WHERE j.queue = n.queue AND j.parked
+                            LIMIT c_exact + 1) AS x) AS k,
+             LATERAL (SELECT count(*) AS dead
+                      FROM (SELECT FROM jobq._job_archive AS a WHERE a.queue = n.queue AND a.status = 'dead'
+                            LIMIT c_exact + 1) AS x) AS d
+    ), live_sample AS MATERIALIZED (
+        SELECT s.queue, round(sum(s.ready))::bigint AS ready, round(sum(s.scheduled))::bigint AS scheduled,
+               round(sum(s.waiting))::bigint AS waiting
+        FROM jobq._live_sample(v_now) AS s
+        GROUP BY s.queue
+    ), dead_sample AS MATERIALIZED (
+        SELECT a.queue, round(count(*) * 100 / v_dead_pct)::bigint AS dead
+        FROM jobq._job_archive AS a TABLESAMPLE SYSTEM (v_dead_pct)
+        WHERE a.status = 'dead'
+        GROUP BY a.queue
+    )
+    SELECT b.queue,
+           CASE WHEN b.entries > c_exact
+                THEN coalesce((SELECT s.ready FROM live_sample AS s WHERE s.queue = b.queue), 0)
+                ELSE greatest(b.due - coalesce(r.unparked, 0), 0) END,
+           CASE WHEN b.entries > c_exact
+                THEN coalesce((SELECT s.scheduled FROM live_sample AS s WHERE s.queue = b.queue), 0)
+                ELSE b.later END,
+           coalesce(r.parked + r.unparked, 0),
+           CASE WHEN b.parked_entries > c_exact
+                THEN coalesce((SELECT s.waiting FROM live_sample AS s WHERE s.queue = b.queue), 0)
+                ELSE greatest(b.parked_entries - coalesce(r.parked, 0), 0) END,
+           CASE WHEN b.dead > c_exact
+                THEN greatest(coalesce((SELECT s.dead FROM dead_sample AS s WHERE s.queue = b.queue), 0), c_exact + 1)
+                ELSE b.dead END,
+           v_now - o.run_at,
+           b.entries > c_exact OR b.parked_entries > c_exact OR b.dead > c_exact
+    FROM bounded AS b
+    LEFT JOIN running AS r ON r.queue = b.queue
+    LEFT JOIN oldest AS o ON o.queue = b.queue;
+END
+$$;
+COMMENT ON FUNCTION jobq._queue_counts() IS
+    'Per queue with live or dead jobs: ready, scheduled, running, waiting and dead jobs and the oldest ready age; exact up to 10,000 jobs per index, estimated above (estimated true).';
 
 ---------------------------------------------------------------------------
 -- 5. producer API
@@ -2530,6 +2874,8 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_plain record;
@@ -2542,6 +2888,9 @@ BEGIN
     -- lease up to p_n ready jobs across p_queues, most urgent first
     -- (priority, run_at, id), each under its queue's lease unless given;
     -- paused queues, concurrency and rate limits and serial groups honoured.
+    -- No sort and no bitmap scan (the SET clauses): whatever the table's
+    -- statistics say (never analyzed, analyzed while empty), the candidates
+    -- come from the claim index in its order, and reading stops after p_n.
     v_now := clock_timestamp();
     v_plain := jobq._plain_leases(p_queues, p_lease);
     IF v_plain.names IS NOT NULL THEN
@@ -2672,16 +3021,19 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_ids bigint[];
 BEGIN
     -- Row-lock up to n ready jobs of one queue for work inside the caller's
     -- transaction (take, hold), most urgent first, as that transaction sees
-    -- them: no lease, this attempt counted. One index scan on a plain queue,
-    -- the full path (jobq._pick) otherwise; then the jobs hold their queue's
-    -- concurrency slots until the transaction ends. Arguments are already
-    -- validated.
+    -- them: no lease, this attempt counted. One index scan on a plain queue
+    -- (in the claim index's order, whatever the statistics: no sort, no
+    -- bitmap scan), the full path (jobq._pick) otherwise; then the jobs hold
+    -- their queue's concurrency slots until the transaction ends. Arguments
+    -- are already validated.
     IF (jobq._plain_leases(ARRAY[p_queue], NULL)).names IS NOT NULL THEN
         RETURN QUERY
         SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
@@ -3143,8 +3495,14 @@ CREATE FUNCTION jobq.reap(n integer DEFAULT 10000) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
 AS $$
 DECLARE
+    v_leased bigint[];
     v_retry bigint[];
     v_dead bigint[];
     v_queues text[];
@@ -3154,19 +3512,27 @@ BEGIN
     -- attempt. Concurrent reapers skip each other's rows, so they never
     -- block or deadlock. The job's previous error is kept after the
     -- lease-expiry note in last_error; the note alone joins its error
-    -- history. No index covers the lease (claims stay HOT): this
-    -- scans the live table, which holds only live jobs. Leases held for
-    -- over 10 seconds are parked (out of the claim index). Also folds the
-    -- counters and forgets the take bookkeeping of finished transactions, so
-    -- they stay small where pg_cron does not run prune().
+    -- history. The ready and waiting jobs are never read, so a reap with
+    -- nothing to do costs the same with a backlog of a million: parked
+    -- leases are found by their expiry index, leases in place (no index
+    -- covers them: claims stay HOT) at the head of their queue's claim order
+    -- (jobq._leased_in_place). Leases held for over 10 seconds are parked
+    -- (out of the claim index). Also folds the counters and forgets the
+    -- take bookkeeping of finished transactions, so they stay small where
+    -- pg_cron does not run prune().
     PERFORM jobq._check_batch(reap.n, 'n', 1000000);
+    v_leased := ARRAY(SELECT l.id FROM jobq._leased_in_place(clock_timestamp()) AS l);
     SELECT coalesce(array_agg(e.id) FILTER (WHERE e.attempts < e.max_attempts), '{}'),
            coalesce(array_agg(e.id) FILTER (WHERE e.attempts >= e.max_attempts), '{}')
     INTO v_retry, v_dead
     FROM (
         SELECT j.id, j.attempts, j.max_attempts
         FROM jobq._job AS j
-        WHERE j.status = 'running' AND j.lease_expires_at < now()
+        WHERE j.id = ANY (v_leased || ARRAY(SELECT p.id FROM jobq._job AS p
+                                            WHERE p.parked_expires_at < now()
+                                            ORDER BY p.parked_expires_at
+                                            LIMIT reap.n))
+          AND j.status = 'running' AND j.lease_expires_at < now()
         ORDER BY j.lease_expires_at
         LIMIT reap.n
         FOR UPDATE SKIP LOCKED
@@ -3203,21 +3569,22 @@ BEGIN
     -- Wake the workers of the queues that got jobs back.
     PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
 
-    UPDATE jobq._job AS j
-    SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
-    WHERE j.id = ANY (v_dead);
-    PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
-    -- Leases held for over 10 seconds (a worker that never heart-beats)
-    -- leave the claim index too, so claims do not step over them.
-    -- Rows busy elsewhere are skipped, never waited for. The rows are
+    IF cardinality(v_dead) > 0 THEN
+        UPDATE jobq._job AS j
+        SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
+        WHERE j.id = ANY (v_dead);
+        PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
+    END IF;
+    -- Leases in place held for over 10 seconds (a worker that never
+    -- heart-beats) leave the claim index too, so claims do not step over
+    -- them. Rows busy elsewhere are skipped, never waited for. The rows are
     -- picked once (a materialized CTE) and joined by id: as "id IN (SELECT
     -- ... FOR UPDATE)" the locking scan could become the inner side of a
-    -- nested loop, run again for every live job, and a cached plan made on
-    -- a small table did so once a backlog of 100,000 jobs had built up
-    -- (every worker's reap then ran for minutes; found by the soak).
+    -- nested loop, run again for every live job.
     WITH stale AS MATERIALIZED (
         SELECT l.id FROM jobq._job AS l
-        WHERE l.status = 'running' AND NOT l.parked AND l.started_at < now() - interval '10 seconds'
+        WHERE l.id = ANY (v_leased) AND l.status = 'running' AND NOT l.parked
+          AND l.started_at < now() - interval '10 seconds'
         FOR UPDATE SKIP LOCKED
     )
     UPDATE jobq._job AS j SET parked = true
@@ -4331,50 +4698,41 @@ CREATE VIEW jobq.stats AS
     -- age of the oldest ready job (how far behind the workers are; NULL when
     -- none is ready), whether the queue is paused, the totals of completed
     -- jobs, failed attempts and dead-lettered jobs (from the counters:
-    -- history is never scanned), and jobs waiting for their parents.
-    WITH live AS (
-        SELECT j.queue,
-               count(*) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS ready,
-               count(*) FILTER (WHERE j.status = 'ready' AND j.run_at > now()) AS scheduled,
-               count(*) FILTER (WHERE j.status = 'running') AS running,
-               count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
-               now() - min(j.run_at) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS oldest_ready_age
-        FROM jobq._job AS j
-        GROUP BY j.queue
-    ), dead AS (
-        SELECT a.queue, count(*) AS dead
-        FROM jobq._job_archive AS a
-        WHERE a.status = 'dead'
-        GROUP BY a.queue
+    -- history is never scanned), jobs waiting for their parents, and
+    -- whether some of the counts are estimates. The live and dead counts
+    -- (jobq._queue_counts) cost the same with a backlog of a million: exact
+    -- up to 10,000 jobs of a queue, estimated above (estimated is true);
+    -- running and oldest_ready_age are always exact.
+    WITH counts AS (
+        SELECT c.* FROM jobq._queue_counts() AS c
     ), totals AS (
         SELECT c.queue, sum(c.completed)::bigint AS completed, sum(c.failed)::bigint AS failed,
                sum(c.dead)::bigint AS dead
         FROM jobq._counter AS c
         GROUP BY c.queue
     ), names AS (
-        SELECT l.queue FROM live AS l
-        UNION SELECT d.queue FROM dead AS d
+        SELECT c.queue FROM counts AS c
         UNION SELECT q.queue FROM jobq._queue AS q
         UNION SELECT t.queue FROM totals AS t
     )
     SELECT n.queue,
-           coalesce(l.ready, 0) AS ready,
-           coalesce(l.scheduled, 0) AS scheduled,
-           coalesce(l.running, 0) AS running,
-           coalesce(d.dead, 0) AS dead,
-           l.oldest_ready_age,
+           coalesce(c.ready, 0) AS ready,
+           coalesce(c.scheduled, 0) AS scheduled,
+           coalesce(c.running, 0) AS running,
+           coalesce(c.dead, 0) AS dead,
+           c.oldest_ready_age,
            coalesce(q.paused, false) AS paused,
            coalesce(t.completed, 0) AS completed_total,
            coalesce(t.failed, 0) AS failed_total,
            coalesce(t.dead, 0) AS dead_total,
-           coalesce(l.waiting, 0) AS waiting
+           coalesce(c.waiting, 0) AS waiting,
+           coalesce(c.estimated, false) AS estimated
     FROM names AS n
-    LEFT JOIN live AS l ON l.queue = n.queue
-    LEFT JOIN dead AS d ON d.queue = n.queue
+    LEFT JOIN counts AS c ON c.queue = n.queue
     LEFT JOIN jobq._queue AS q ON q.queue = n.queue
     LEFT JOIN totals AS t ON t.queue = n.queue;
 COMMENT ON VIEW jobq.stats IS
-    'Per queue: ready, scheduled, running and dead job counts, the age of the oldest ready job, paused, completed/failed/dead totals, and waiting jobs.';
+    'Per queue: ready, scheduled, running and dead job counts, the age of the oldest ready job, paused, completed/failed/dead totals, waiting jobs, and whether counts are estimates (over 10,000 jobs).';
 
 CREATE VIEW jobq.jobs AS
     -- Every job jobq still knows, live or finished, with one status column:
@@ -4402,7 +4760,9 @@ CREATE VIEW jobq.queues AS
     -- its overrides over jobq._queue_defaults, as jobq._settings() applies
     -- them (no function call, so a reader needs no EXECUTE on a private one).
     -- No limit shows as 0 (what configure_queue takes to remove one);
-    -- updated_at is NULL for a queue never configured.
+    -- updated_at is NULL for a queue never configured. The names of queues
+    -- with jobs come from skip scans (one index probe per name), not from
+    -- reading every job.
     SELECT n.queue,
            coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
            coalesce(q.backoff_base, d.backoff_base) AS backoff_base,
@@ -4420,8 +4780,8 @@ CREATE VIEW jobq.queues AS
            q.timeout,
            coalesce(q.result_retention, d.result_retention) AS result_retention
     FROM (SELECT c.queue FROM jobq._queue AS c
-          UNION SELECT j.queue FROM jobq._job AS j
-          UNION SELECT a.queue FROM jobq._job_archive AS a WHERE a.status = 'dead') AS n
+          UNION SELECT l.queue FROM jobq._live_queues AS l
+          UNION SELECT d.queue FROM jobq._dead_queues AS d) AS n
     CROSS JOIN jobq._queue_defaults AS d
     LEFT JOIN jobq._queue AS q ON q.queue = n.queue;
 COMMENT ON VIEW jobq.queues IS 'Effective settings (overrides over defaults) of every known queue; 0 concurrency or rate_limit: no limit.';
@@ -4438,16 +4798,17 @@ CREATE VIEW jobq.workers AS
     -- One row per worker name holding running jobs now: its queues, how many
     -- jobs, when the oldest started, its last heartbeat (NULL when none of
     -- its leases was heart-beaten yet) and the next of its leases to expire.
-    -- Claims without a worker name show as one row with worker NULL.
-    SELECT j.worker,
-           array_agg(DISTINCT j.queue ORDER BY j.queue) AS queues,
+    -- Claims without a worker name show as one row with worker NULL. The
+    -- running jobs come from jobq._running, which never reads the ready or
+    -- waiting ones.
+    SELECT r.worker,
+           array_agg(DISTINCT r.queue ORDER BY r.queue) AS queues,
            count(*) AS jobs,
-           min(j.started_at) AS oldest_started_at,
-           max(j.heartbeat_at) AS last_heartbeat_at,
-           min(j.lease_expires_at) AS next_lease_expires_at
-    FROM jobq._job AS j
-    WHERE j.status = 'running'
-    GROUP BY j.worker;
+           min(r.started_at) AS oldest_started_at,
+           max(r.heartbeat_at) AS last_heartbeat_at,
+           min(r.lease_expires_at) AS next_lease_expires_at
+    FROM jobq._running() AS r
+    GROUP BY r.worker;
 COMMENT ON VIEW jobq.workers IS 'The workers holding running jobs now: queues, job count, oldest start, last heartbeat, next lease expiry.';
 
 CREATE VIEW jobq.throughput AS
@@ -4631,6 +4992,12 @@ GRANT SELECT ON jobq.job_dependencies, jobq._job_dep, jobq._job_wait TO jobq_adm
 
 -- The archive's partitions (since 0.7.0): viewers and admins see them.
 GRANT SELECT ON jobq.archive_partitions TO jobq_viewer;
+
+-- Counts and running jobs without reading the backlog (since 0.9.0): jobq.stats
+-- and jobq.workers read them through these two, which pin their plans (a view
+-- cannot), so their readers may call them.
+GRANT EXECUTE ON FUNCTION jobq._queue_counts(), jobq._running() TO jobq_viewer;
+GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

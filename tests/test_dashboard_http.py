@@ -87,6 +87,24 @@ def test_overview_counts_equal_the_database(conn: Connection, dsn: str, tmp_path
     assert len(re.findall(r"<g class=\"minute\"", page.body)) == 60  # every minute of the hour, gaps as 0
 
 
+def test_an_estimated_count_is_marked_as_one(conn: Connection, dsn: str, tmp_path: Path) -> None:
+    """Over 10,000 jobs of a queue, jobq.stats estimates (jobq 0.9): the
+    overview and the queue's page show those counts with ≈; exact ones bare."""
+    conn.execute("SELECT count(*) FROM jobq.enqueue_many('big', ARRAY(SELECT '{}'::jsonb "
+                 "FROM generate_series(1, 12000)))")
+    enqueue(conn, "small", {})
+    rows = {row[0]: row[1:] for row in conn.execute("SELECT queue, ready, estimated FROM jobq.stats")}
+    assert rows["big"][1] is True and rows["small"] == (1, False)
+    with dashboard(dsn, tmp_path) as served:
+        page = served.client().get("/")
+        queue_page = served.client().get("/queues/big")
+    assert page.status == 200 and queue_page.status == 200
+    assert page.cell('data-queue="big"', "ready") == f"≈{rows['big'][0]}"
+    assert page.cell('data-queue="big"', "running") == "0"  # always exact
+    assert page.cell('data-queue="small"', "ready") == "1"
+    assert re.search(r'<dd class="ready"><span class="estimate"[^>]*>≈\d+</span></dd>', queue_page.body)
+
+
 def test_queue_page_filters_and_pages_by_id(conn: Connection, dsn: str, tmp_path: Path) -> None:
     ids = seed(conn)
     many = [enqueue(conn, "bulk", {"i": i}) for i in range(120)]

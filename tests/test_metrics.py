@@ -197,7 +197,10 @@ def collected(collector: DatabaseCollector) -> tuple[Samples, dict[str, str]]:
 
 
 def test_the_collector_exposes_jobq_metrics_with_their_types(conn: Conn, dsn: str) -> None:
-    conn.execute(QUICK_RETRY, ("c1",))
+    # The failed job waits an hour for its retry: scheduled in the scrape and
+    # in the rows read after it (a retry due in 0.1 s could become ready
+    # between the two on a loaded machine).
+    conn.execute("SELECT jobq.configure_queue(%s, backoff_base => interval '1 hour')", ("c1",))
     for queue in ("c1", "c2"):
         enqueue_sql(conn, queue, {})
     job = pyqueue.claim(conn, "c1")[0]

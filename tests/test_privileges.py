@@ -147,13 +147,18 @@ PRIVATE_HELPERS: dict[str, Call] = {
     "jobq._finish_dependents": Call("SELECT jobq._finish_dependents(ARRAY[%(ready)s]::bigint[], 'completed')",
                                     NOBODY),
     "jobq._restore_descendants": Call("SELECT jobq._restore_descendants(%(dead)s)", NOBODY),
+    # What jobq.stats and jobq.workers read (0.9.0): their readers may call them.
+    "jobq._queue_counts": Call("SELECT count(*) FROM jobq._queue_counts()", READ),
+    "jobq._running": Call("SELECT count(*) FROM jobq._running()", READ),
+    "jobq._leased_in_place": Call("SELECT count(*) FROM jobq._leased_in_place(now())", NOBODY),
+    "jobq._live_sample": Call("SELECT count(*) FROM jobq._live_sample(now())", NOBODY),
 }
 
 TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration", "_counter", "_key_done",
           "_taken", "_job_error", "_job_dep", "_job_wait")
 VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors", "job_dependencies",
          "archive_partitions")
-PRIVATE_VIEWS = ("_queue_defaults",)
+PRIVATE_VIEWS = ("_queue_defaults", "_live_queues", "_dead_queues")
 # The archive's partitions (since 0.7.0): read through jobq._job_archive only.
 # The default one comes with the install; day partitions (_job_archive_pYYYYMMDD)
 # with jobq.prune().

@@ -26,8 +26,10 @@ CHART_MINUTES = 60  # the throughput chart's span
 JOB_STATES = ("ready", "scheduled", "running", "completed", "dead", "cancelled", "waiting")
 RELATIVES_SHOWN = 100  # parents (or children) listed on a job's page; a callback may have 100,000
 
+# s.*: jobq 0.9's stats adds estimated (counts over 10,000 jobs are estimates,
+# shown with ≈); an older jobq's rows just lack it.
 OVERVIEW = """
-SELECT s.queue, s.ready, s.scheduled, s.waiting, s.running, s.dead, s.oldest_ready_age, s.paused,
+SELECT s.*,
        coalesce(q.concurrency, 0) AS concurrency, coalesce(q.rate_limit, 0) AS rate_limit, q.rate_interval,
        coalesce(t.completed, 0) AS completed_hour, coalesce(t.failed, 0) AS failed_hour
 FROM jobq.stats AS s
@@ -46,11 +48,7 @@ GROUP BY tp.minute
 ORDER BY tp.minute
 """
 
-QUEUE_STATS = """
-SELECT s.queue, s.ready, s.scheduled, s.waiting, s.running, s.dead, s.oldest_ready_age, s.paused,
-       s.completed_total, s.failed_total, s.dead_total
-FROM jobq.stats AS s WHERE s.queue = %(queue)s
-"""
+QUEUE_STATS = "SELECT s.* FROM jobq.stats AS s WHERE s.queue = %(queue)s"
 
 QUEUE_HAS_JOBS = "SELECT EXISTS (SELECT FROM jobq.jobs AS j WHERE j.queue = %(queue)s) AS found"
 
@@ -160,9 +158,16 @@ async def fetch_one(conn: AsyncConnection, query: str, params: dict[str, Any] | 
     return rows[0] if rows else None
 
 
+def with_estimated(row: Row) -> Row:
+    """A stats row with its estimated flag (false from a jobq before 0.9, whose counts are all exact)."""
+    row.setdefault("estimated", False)
+    return row
+
+
 async def overview(conn: AsyncConnection) -> list[Row]:
-    """One row per known queue: counts, limits, and the last hour's completed/failed."""
-    return await fetch_all(conn, OVERVIEW)
+    """One row per known queue: counts (estimated: some are estimates), limits,
+    and the last hour's completed/failed."""
+    return [with_estimated(row) for row in await fetch_all(conn, OVERVIEW)]
 
 
 async def throughput(conn: AsyncConnection) -> tuple[datetime, list[tuple[datetime, int, int]]]:
@@ -180,12 +185,12 @@ async def queue_stats(conn: AsyncConnection, queue: str) -> Row | None:
     stats row and no job of that queue)."""
     row = await fetch_one(conn, QUEUE_STATS, {"queue": queue})
     if row is not None:
-        return row
+        return with_estimated(row)
     found = await fetch_one(conn, QUEUE_HAS_JOBS, {"queue": queue})
     if found and found["found"]:
         return {"queue": queue, "ready": 0, "scheduled": 0, "waiting": 0, "running": 0, "dead": 0,
                 "oldest_ready_age": None,
-                "paused": False, "completed_total": 0, "failed_total": 0, "dead_total": 0}
+                "paused": False, "completed_total": 0, "failed_total": 0, "dead_total": 0, "estimated": False}
     return None
 
 

@@ -97,6 +97,8 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_plain boolean;
@@ -128,6 +130,8 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     -- Older than this (and than the claiming transaction), a lease at the head is no passing one.
@@ -168,6 +172,8 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_queue text;
@@ -195,7 +201,8 @@ BEGIN
     -- running jobs is an index scan (waiting jobs are parked too, and
     -- skipped). Records the starts of rate-limited queues at p_now, which
     -- the caller also stamps on the jobs as started_at. Jobs taken earlier in
-    -- this transaction (take, hold) count as running.
+    -- this transaction (take, hold) count as running. Plans pinned as
+    -- jobq._claim's (no sort, no bitmap scan of the backlog).
     PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
     FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
                    ORDER BY u.name, u.ord LOOP

@@ -94,6 +94,12 @@ GRANT SELECT ON jobq.job_dependencies, jobq._job_dep, jobq._job_wait TO jobq_adm
 -- The archive's partitions (since 0.7.0): viewers and admins see them.
 GRANT SELECT ON jobq.archive_partitions TO jobq_viewer;
 
+-- Counts and running jobs without reading the backlog (since 0.9.0): jobq.stats
+-- and jobq.workers read them through these two, which pin their plans (a view
+-- cannot), so their readers may call them.
+GRANT EXECUTE ON FUNCTION jobq._queue_counts(), jobq._running() TO jobq_viewer;
+GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
+
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
 BEGIN

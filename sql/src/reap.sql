@@ -2,8 +2,14 @@ CREATE FUNCTION jobq.reap(n integer DEFAULT 10000) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
 AS $$
 DECLARE
+    v_leased bigint[];
     v_retry bigint[];
     v_dead bigint[];
     v_queues text[];
@@ -13,19 +19,27 @@ BEGIN
     -- attempt. Concurrent reapers skip each other's rows, so they never
     -- block or deadlock. The job's previous error is kept after the
     -- lease-expiry note in last_error; the note alone joins its error
-    -- history. No index covers the lease (claims stay HOT): this
-    -- scans the live table, which holds only live jobs. Leases held for
-    -- over 10 seconds are parked (out of the claim index). Also folds the
-    -- counters and forgets the take bookkeeping of finished transactions, so
-    -- they stay small where pg_cron does not run prune().
+    -- history. The ready and waiting jobs are never read, so a reap with
+    -- nothing to do costs the same with a backlog of a million: parked
+    -- leases are found by their expiry index, leases in place (no index
+    -- covers them: claims stay HOT) at the head of their queue's claim order
+    -- (jobq._leased_in_place). Leases held for over 10 seconds are parked
+    -- (out of the claim index). Also folds the counters and forgets the
+    -- take bookkeeping of finished transactions, so they stay small where
+    -- pg_cron does not run prune().
     PERFORM jobq._check_batch(reap.n, 'n', 1000000);
+    v_leased := ARRAY(SELECT l.id FROM jobq._leased_in_place(clock_timestamp()) AS l);
     SELECT coalesce(array_agg(e.id) FILTER (WHERE e.attempts < e.max_attempts), '{}'),
            coalesce(array_agg(e.id) FILTER (WHERE e.attempts >= e.max_attempts), '{}')
     INTO v_retry, v_dead
     FROM (
         SELECT j.id, j.attempts, j.max_attempts
         FROM jobq._job AS j
-        WHERE j.status = 'running' AND j.lease_expires_at < now()
+        WHERE j.id = ANY (v_leased || ARRAY(SELECT p.id FROM jobq._job AS p
+                                            WHERE p.parked_expires_at < now()
+                                            ORDER BY p.parked_expires_at
+                                            LIMIT reap.n))
+          AND j.status = 'running' AND j.lease_expires_at < now()
         ORDER BY j.lease_expires_at
         LIMIT reap.n
         FOR UPDATE SKIP LOCKED
@@ -62,21 +76,22 @@ BEGIN
     -- Wake the workers of the queues that got jobs back.
     PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
 
-    UPDATE jobq._job AS j
-    SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
-    WHERE j.id = ANY (v_dead);
-    PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
-    -- Leases held for over 10 seconds (a worker that never heart-beats)
-    -- leave the claim index too, so claims do not step over them.
-    -- Rows busy elsewhere are skipped, never waited for. The rows are
+    IF cardinality(v_dead) > 0 THEN
+        UPDATE jobq._job AS j
+        SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
+        WHERE j.id = ANY (v_dead);
+        PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
+    END IF;
+    -- Leases in place held for over 10 seconds (a worker that never
+    -- heart-beats) leave the claim index too, so claims do not step over
+    -- them. Rows busy elsewhere are skipped, never waited for. The rows are
     -- picked once (a materialized CTE) and joined by id: as "id IN (SELECT
     -- ... FOR UPDATE)" the locking scan could become the inner side of a
-    -- nested loop, run again for every live job, and a cached plan made on
-    -- a small table did so once a backlog of 100,000 jobs had built up
-    -- (every worker's reap then ran for minutes; found by the soak).
+    -- nested loop, run again for every live job.
     WITH stale AS MATERIALIZED (
         SELECT l.id FROM jobq._job AS l
-        WHERE l.status = 'running' AND NOT l.parked AND l.started_at < now() - interval '10 seconds'
+        WHERE l.id = ANY (v_leased) AND l.status = 'running' AND NOT l.parked
+          AND l.started_at < now() - interval '10 seconds'
         FOR UPDATE SKIP LOCKED
     )
     UPDATE jobq._job AS j SET parked = true

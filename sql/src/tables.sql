@@ -30,6 +30,11 @@ CREATE TABLE jobq._job (
     has_children      boolean NOT NULL DEFAULT false,
     has_parents       boolean NOT NULL DEFAULT false,
     watched           boolean NOT NULL DEFAULT false,
+    -- The lease expiry of a parked job, in an index of its own (below):
+    -- running jobs the claim index no longer holds are found by it. A
+    -- fast-path claim leaves it NULL (it leases in place, unparked), so its
+    -- update writes no indexed value and stays HOT.
+    parked_expires_at timestamptz GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED,
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -66,6 +71,8 @@ COMMENT ON COLUMN jobq._job.has_parents IS
     'This job was enqueued with depends_on (or as a batch callback): its edges in jobq._job_dep go when it does.';
 COMMENT ON COLUMN jobq._job.watched IS
     'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
+COMMENT ON COLUMN jobq._job.parked_expires_at IS
+    'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is
@@ -82,6 +89,12 @@ CREATE INDEX _job_group_idx ON jobq._job (queue, group_key, id)
 -- count, and waiting jobs (parked too: out of the claim index).
 CREATE INDEX _job_parked_idx ON jobq._job (queue)
     WHERE parked;
+-- Parked running jobs by lease expiry (only they have one): reap reads the
+-- expired ones, and jobq.workers and jobq.stats every one, without visiting
+-- the ready or waiting jobs. Running jobs that are not parked are leased in
+-- place at the head of the claim index; jobq._claim_heads finds those.
+CREATE INDEX _job_parked_expiry_idx ON jobq._job (parked_expires_at)
+    WHERE parked_expires_at IS NOT NULL;
 
 -- Finished jobs: completed ones for their queue's retention (none by
 -- default), dead (out of attempts) and cancelled ones until retried or past

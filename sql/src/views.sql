@@ -7,50 +7,41 @@ CREATE VIEW jobq.stats AS
     -- age of the oldest ready job (how far behind the workers are; NULL when
     -- none is ready), whether the queue is paused, the totals of completed
     -- jobs, failed attempts and dead-lettered jobs (from the counters:
-    -- history is never scanned), and jobs waiting for their parents.
-    WITH live AS (
-        SELECT j.queue,
-               count(*) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS ready,
-               count(*) FILTER (WHERE j.status = 'ready' AND j.run_at > now()) AS scheduled,
-               count(*) FILTER (WHERE j.status = 'running') AS running,
-               count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
-               now() - min(j.run_at) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS oldest_ready_age
-        FROM jobq._job AS j
-        GROUP BY j.queue
-    ), dead AS (
-        SELECT a.queue, count(*) AS dead
-        FROM jobq._job_archive AS a
-        WHERE a.status = 'dead'
-        GROUP BY a.queue
+    -- history is never scanned), jobs waiting for their parents, and
+    -- whether some of the counts are estimates. The live and dead counts
+    -- (jobq._queue_counts) cost the same with a backlog of a million: exact
+    -- up to 10,000 jobs of a queue, estimated above (estimated is true);
+    -- running and oldest_ready_age are always exact.
+    WITH counts AS (
+        SELECT c.* FROM jobq._queue_counts() AS c
     ), totals AS (
         SELECT c.queue, sum(c.completed)::bigint AS completed, sum(c.failed)::bigint AS failed,
                sum(c.dead)::bigint AS dead
         FROM jobq._counter AS c
         GROUP BY c.queue
     ), names AS (
-        SELECT l.queue FROM live AS l
-        UNION SELECT d.queue FROM dead AS d
+        SELECT c.queue FROM counts AS c
         UNION SELECT q.queue FROM jobq._queue AS q
         UNION SELECT t.queue FROM totals AS t
     )
     SELECT n.queue,
-           coalesce(l.ready, 0) AS ready,
-           coalesce(l.scheduled, 0) AS scheduled,
-           coalesce(l.running, 0) AS running,
-           coalesce(d.dead, 0) AS dead,
-           l.oldest_ready_age,
+           coalesce(c.ready, 0) AS ready,
+           coalesce(c.scheduled, 0) AS scheduled,
+           coalesce(c.running, 0) AS running,
+           coalesce(c.dead, 0) AS dead,
+           c.oldest_ready_age,
            coalesce(q.paused, false) AS paused,
            coalesce(t.completed, 0) AS completed_total,
            coalesce(t.failed, 0) AS failed_total,
            coalesce(t.dead, 0) AS dead_total,
-           coalesce(l.waiting, 0) AS waiting
+           coalesce(c.waiting, 0) AS waiting,
+           coalesce(c.estimated, false) AS estimated
     FROM names AS n
-    LEFT JOIN live AS l ON l.queue = n.queue
-    LEFT JOIN dead AS d ON d.queue = n.queue
+    LEFT JOIN counts AS c ON c.queue = n.queue
     LEFT JOIN jobq._queue AS q ON q.queue = n.queue
     LEFT JOIN totals AS t ON t.queue = n.queue;
 COMMENT ON VIEW jobq.stats IS
-    'Per queue: ready, scheduled, running and dead job counts, the age of the oldest ready job, paused, completed/failed/dead totals, and waiting jobs.';
+    'Per queue: ready, scheduled, running and dead job counts, the age of the oldest ready job, paused, completed/failed/dead totals, waiting jobs, and whether counts are estimates (over 10,000 jobs).';
 
 CREATE VIEW jobq.jobs AS
     -- Every job jobq still knows, live or finished, with one status column:
@@ -78,7 +69,9 @@ CREATE VIEW jobq.queues AS
     -- its overrides over jobq._queue_defaults, as jobq._settings() applies
     -- them (no function call, so a reader needs no EXECUTE on a private one).
     -- No limit shows as 0 (what configure_queue takes to remove one);
-    -- updated_at is NULL for a queue never configured.
+    -- updated_at is NULL for a queue never configured. The names of queues
+    -- with jobs come from skip scans (one index probe per name), not from
+    -- reading every job.
     SELECT n.queue,
            coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
            coalesce(q.backoff_base, d.backoff_base) AS backoff_base,
@@ -96,8 +89,8 @@ CREATE VIEW jobq.queues AS
            q.timeout,
            coalesce(q.result_retention, d.result_retention) AS result_retention
     FROM (SELECT c.queue FROM jobq._queue AS c
-          UNION SELECT j.queue FROM jobq._job AS j
-          UNION SELECT a.queue FROM jobq._job_archive AS a WHERE a.status = 'dead') AS n
+          UNION SELECT l.queue FROM jobq._live_queues AS l
+          UNION SELECT d.queue FROM jobq._dead_queues AS d) AS n
     CROSS JOIN jobq._queue_defaults AS d
     LEFT JOIN jobq._queue AS q ON q.queue = n.queue;
 COMMENT ON VIEW jobq.queues IS 'Effective settings (overrides over defaults) of every known queue; 0 concurrency or rate_limit: no limit.';
@@ -114,16 +107,17 @@ CREATE VIEW jobq.workers AS
     -- One row per worker name holding running jobs now: its queues, how many
     -- jobs, when the oldest started, its last heartbeat (NULL when none of
     -- its leases was heart-beaten yet) and the next of its leases to expire.
-    -- Claims without a worker name show as one row with worker NULL.
-    SELECT j.worker,
-           array_agg(DISTINCT j.queue ORDER BY j.queue) AS queues,
+    -- Claims without a worker name show as one row with worker NULL. The
+    -- running jobs come from jobq._running, which never reads the ready or
+    -- waiting ones.
+    SELECT r.worker,
+           array_agg(DISTINCT r.queue ORDER BY r.queue) AS queues,
            count(*) AS jobs,
-           min(j.started_at) AS oldest_started_at,
-           max(j.heartbeat_at) AS last_heartbeat_at,
-           min(j.lease_expires_at) AS next_lease_expires_at
-    FROM jobq._job AS j
-    WHERE j.status = 'running'
-    GROUP BY j.worker;
+           min(r.started_at) AS oldest_started_at,
+           max(r.heartbeat_at) AS last_heartbeat_at,
+           min(r.lease_expires_at) AS next_lease_expires_at
+    FROM jobq._running() AS r
+    GROUP BY r.worker;
 COMMENT ON VIEW jobq.workers IS 'The workers holding running jobs now: queues, job count, oldest start, last heartbeat, next lease expiry.';
 
 CREATE VIEW jobq.throughput AS

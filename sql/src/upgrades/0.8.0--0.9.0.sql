@@ -14,6 +14,12 @@
 --     each call (plan_cache_mode force_custom_plan) with the tables' sizes of then, so that a graph built in
 --     one transaction, or in a never-analyzed database, costs the same per job at any size
 --   plans that do not depend on statistics, costs that do not grow with the backlog (issue 24):
+--     the claim paths (_claim, _pick, _lock_ready, _plain_leases, _crowded_queues) pin their plans: no sort, no bitmap scan
+--     _job.parked_expires_at (generated) and _job_parked_expiry_idx: parked leases by expiry, without the ready or waiting jobs
+--     _leased_in_place: the leases in place, walked at the head of each queue's claim order; _running: every running job
+--     reap reads only leases (parked by index, in place by _leased_in_place), its plans pinned
+--     _queue_counts, _live_queues, _dead_queues: counts exact up to 10,000 jobs per queue, estimated above, names by skip scans
+--     stats (new column estimated), queues and workers read those; jobq_viewer may call _queue_counts and _running
 --   per-queue privileges (issue 25, item 4):
 --   smaller fixes (issue 25, item 5):
 --     jobq.every(..., runner => 'workers') and jobq.unschedule work for a role without USAGE on schema cron
@@ -56,6 +62,14 @@ INSERT INTO jobq._migration (version) VALUES ('0.9.0');
 
 -- tables (new or changed), each section its own
 
+-- plans and costs (issue 24): the lease expiry of parked jobs, by an index of its own
+ALTER TABLE jobq._job ADD COLUMN parked_expires_at timestamptz
+    GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED;
+COMMENT ON COLUMN jobq._job.parked_expires_at IS
+    'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
+CREATE INDEX _job_parked_expiry_idx ON jobq._job (parked_expires_at)
+    WHERE parked_expires_at IS NOT NULL;
+
 -- workflows, watch and cascades (issue 25, items 1-3)
 CREATE UNLOGGED TABLE jobq._at_commit (
     id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -93,6 +107,24 @@ CREATE CONSTRAINT TRIGGER _500_settle_at_commit
 -- @replace-function jobq._settle(bigint[])
 
 -- plans and costs (issue 24)
+
+-- @view jobq._live_queues
+-- @view jobq._dead_queues
+-- @function jobq._leased_in_place(timestamptz)
+-- @function jobq._running()
+-- @function jobq._live_sample(timestamptz)
+-- @function jobq._queue_counts()
+-- @replace-function jobq._plain_leases(text[], interval)
+-- @replace-function jobq._crowded_queues(text[], timestamptz)
+-- @replace-function jobq._pick(text[], integer, interval, timestamptz)
+-- @replace-function jobq._claim(text[], integer, text, interval)
+-- @replace-function jobq._lock_ready(text, integer)
+-- @replace-function jobq.reap(integer)
+-- @replace-view jobq.stats
+-- @replace-view jobq.queues
+-- @replace-view jobq.workers
+GRANT EXECUTE ON FUNCTION jobq._queue_counts(), jobq._running() TO jobq_viewer;
+GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 
 -- per-queue privileges (issue 25, item 4)
 
