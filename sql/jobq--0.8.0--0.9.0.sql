@@ -20,6 +20,8 @@
 --     reap reads only leases (parked by index, in place by _leased_in_place), its plans pinned
 --     _queue_counts, _live_queues, _dead_queues: counts exact up to 10,000 jobs per queue, estimated above, names by skip scans
 --     stats (new column estimated), queues and workers read those; jobq_viewer may call _queue_counts and _running
+--   * jobq._finish() and jobq._record_errors(): index paths only (no sequential scan, hash or merge
+--     join), so that a session's generic plan made while _job held a few rows does not scan a backlog
 --   per-queue privileges (issue 25, item 4):
 --   smaller fixes (issue 25, item 5):
 --     jobq.every(..., runner => 'workers') and jobq.unschedule work for a role without USAGE on schema cron
@@ -225,7 +227,7 @@ BEGIN
         RETURN NULL;
     END IF;
     PERFORM FROM jobq._job AS j
-    WHERE j.id = ANY (v_parents) OR j.id = ANY (v_watched)
+    WHERE j.id = ANY (v_parents || v_watched)
     ORDER BY j.id
     FOR KEY SHARE OF j;
     UPDATE jobq._job AS j
@@ -266,6 +268,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
     v_ids bigint[];
@@ -302,7 +307,10 @@ BEGIN
     -- jobq._finish_dependents, then handles their dependents itself). A
     -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A job
     -- kept in history keeps its gate, so a retry goes through it again.
-    -- Returns the ids that left the live table.
+    -- Returns the ids that left the live table. Its statements take jobs
+    -- by id: planned once per session (generic plans), on index paths only,
+    -- so that a plan made while the table held a few rows (a hash join over
+    -- a sequential scan of it) does not scan a backlog that arrived since.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
         -- transaction holds is skipped, never waited for.
@@ -1860,6 +1868,35 @@ CREATE OR REPLACE VIEW jobq.workers AS
     FROM jobq._running() AS r
     GROUP BY r.worker;
 COMMENT ON VIEW jobq.workers IS 'The workers holding running jobs now: queues, job count, oldest start, last heartbeat, next lease expiry.';
+CREATE OR REPLACE FUNCTION jobq._record_errors(p_ids bigint[], p_attempts integer[], p_errors text[], p_workers text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+BEGIN
+    -- Keep the error of each failed attempt (job, attempt, error, worker, one
+    -- per array position) in jobq._job_error, and of each of these jobs only
+    -- the last 25: a job failing for days keeps a bounded history. By the
+    -- jobs' ids only (index paths), whatever size the table had when the
+    -- session planned these statements.
+    INSERT INTO jobq._job_error (job_id, attempt, error, failed_at, worker)
+    SELECT u.id, u.attempt, u.error, clock_timestamp(), u.worker
+    FROM unnest(p_ids, p_attempts, p_errors, p_workers) AS u(id, attempt, error, worker);
+    DELETE FROM jobq._job_error AS e
+    USING (SELECT u.id,
+                  (SELECT k.failed_at FROM jobq._job_error AS k
+                   WHERE k.job_id = u.id
+                   ORDER BY k.failed_at DESC
+                   OFFSET 24 LIMIT 1) AS oldest_kept
+           FROM unnest(p_ids) AS u(id)) AS c
+    WHERE e.job_id = c.id AND e.failed_at < c.oldest_kept;
+END
+$$;
+COMMENT ON FUNCTION jobq._record_errors(bigint[], integer[], text[], text[]) IS
+    'Records the error of failed attempts in jobq._job_error, keeping the last 25 per job.';
 GRANT EXECUTE ON FUNCTION jobq._queue_counts(), jobq._running() TO jobq_viewer;
 GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 

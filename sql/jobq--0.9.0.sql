@@ -957,6 +957,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
     v_ids bigint[];
@@ -993,7 +996,10 @@ BEGIN
     -- jobq._finish_dependents, then handles their dependents itself). A
     -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A job
     -- kept in history keeps its gate, so a retry goes through it again.
-    -- Returns the ids that left the live table.
+    -- Returns the ids that left the live table. Its statements take jobs
+    -- by id: planned once per session (generic plans), on index paths only,
+    -- so that a plan made while the table held a few rows (a hash join over
+    -- a sequential scan of it) does not scan a backlog that arrived since.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
         -- transaction holds is skipped, never waited for.
@@ -1300,11 +1306,16 @@ CREATE FUNCTION jobq._record_errors(p_ids bigint[], p_attempts integer[], p_erro
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 BEGIN
     -- Keep the error of each failed attempt (job, attempt, error, worker, one
     -- per array position) in jobq._job_error, and of each of these jobs only
-    -- the last 25: a job failing for days keeps a bounded history.
+    -- the last 25: a job failing for days keeps a bounded history. By the
+    -- jobs' ids only (index paths), whatever size the table had when the
+    -- session planned these statements.
     INSERT INTO jobq._job_error (job_id, attempt, error, failed_at, worker)
     SELECT u.id, u.attempt, u.error, clock_timestamp(), u.worker
     FROM unnest(p_ids, p_attempts, p_errors, p_workers) AS u(id, attempt, error, worker);
@@ -1658,7 +1669,7 @@ BEGIN
         RETURN NULL;
     END IF;
     PERFORM FROM jobq._job AS j
-    WHERE j.id = ANY (v_parents) OR j.id = ANY (v_watched)
+    WHERE j.id = ANY (v_parents || v_watched)
     ORDER BY j.id
     FOR KEY SHARE OF j;
     UPDATE jobq._job AS j

@@ -219,3 +219,45 @@ def test_stats_counts_the_backlog_as_an_estimate_and_the_running_jobs_exactly(db
     ready, running, scheduled, waiting, estimated, aged = row
     assert (running, scheduled, waiting, estimated, aged) == (BATCH, 0, 0, True, True)
     assert abs(ready - truth[0]) < truth[0] * 0.1, (ready, truth)
+
+
+# --- plans cached while the queue was small -------------------------------------------------
+
+# Each call on its own job of a claim of 10 (``held``: id and lease token by position).
+SMALL_CALLS: dict[str, str] = {
+    "complete_many": "SELECT jobq.complete_many(ARRAY[%(id0)s, %(id1)s]::bigint[], ARRAY[%(t0)s, %(t1)s]::uuid[])",
+    "complete": "SELECT jobq.complete(%(id2)s, %(t2)s::uuid)",
+    "fail": "SELECT jobq.fail(%(id3)s, 'boom', %(t3)s::uuid)",
+    "heartbeat": "SELECT jobq.heartbeat(%(id4)s, %(t4)s::uuid)",
+    "release": "SELECT jobq.release(%(id5)s, %(t5)s::uuid)",
+    "enqueue with parents": "SELECT jobq.enqueue('children', '{}', depends_on => ARRAY[%(id6)s]::bigint[])",
+}
+LIVE_TABLES = ("_job", "_job_error", "_job_wait", "_job_dep")
+
+
+def held(conn: Conn) -> dict[str, object]:
+    rows = conn.execute("SELECT id, lease_token FROM jobq.claim('q', 10, 'plans') ORDER BY id").fetchall()
+    assert len(rows) == 10
+    return {**{f"id{k}": r[0] for k, r in enumerate(rows)}, **{f"t{k}": r[1] for k, r in enumerate(rows)}}
+
+
+def test_plans_cached_while_the_queue_was_small_hold_when_a_backlog_arrives(conn: Conn) -> None:
+    """A worker's session plans its statements once (generic plans) and keeps
+    them: one that started on a queue of a few jobs must not keep a plan made
+    for a table of one page (a sequential scan of it) when 100,000 jobs
+    arrive and nothing has analyzed or vacuumed the table yet."""
+    conn.execute("ALTER TABLE jobq._job SET (autovacuum_enabled = false)")
+    conn.execute(FILL, (10,))
+    jobs = held(conn)
+    for statement in SMALL_CALLS.values():  # every call once, for real, while the table is small
+        conn.execute(statement, jobs)
+    conn.execute("SELECT jobq.reap()")
+    conn.execute(FILL, (BACKLOG,))
+    jobs = held(conn)
+    for name, statement in SMALL_CALLS.items():
+        plans = plans_of(conn, [(statement, jobs)])
+        for plan in plans:
+            for n in plan.nodes():
+                assert not (n.relation in LIVE_TABLES and n.kind in ("Seq Scan", "Sample Scan")), \
+                    f"{name}:\n{describe(plans)}"
+        assert_never_over_the_backlog(plans, most=10 * BATCH)

@@ -24,11 +24,16 @@ CREATE FUNCTION jobq._record_errors(p_ids bigint[], p_attempts integer[], p_erro
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 BEGIN
     -- Keep the error of each failed attempt (job, attempt, error, worker, one
     -- per array position) in jobq._job_error, and of each of these jobs only
-    -- the last 25: a job failing for days keeps a bounded history.
+    -- the last 25: a job failing for days keeps a bounded history. By the
+    -- jobs' ids only (index paths), whatever size the table had when the
+    -- session planned these statements.
     INSERT INTO jobq._job_error (job_id, attempt, error, failed_at, worker)
     SELECT u.id, u.attempt, u.error, clock_timestamp(), u.worker
     FROM unnest(p_ids, p_attempts, p_errors, p_workers) AS u(id, attempt, error, worker);

@@ -6,6 +6,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
 AS $$
 DECLARE
     v_ids bigint[];
@@ -42,7 +45,10 @@ BEGIN
     -- jobq._finish_dependents, then handles their dependents itself). A
     -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A job
     -- kept in history keeps its gate, so a retry goes through it again.
-    -- Returns the ids that left the live table.
+    -- Returns the ids that left the live table. Its statements take jobs
+    -- by id: planned once per session (generic plans), on index paths only,
+    -- so that a plan made while the table held a few rows (a hash join over
+    -- a sequential scan of it) does not scan a backlog that arrived since.
     IF p_held THEN
         -- Only jobs this transaction holds (or nobody does): a job another
         -- transaction holds is skipped, never waited for.

@@ -335,7 +335,7 @@ BEGIN
         RETURN NULL;
     END IF;
     PERFORM FROM jobq._job AS j
-    WHERE j.id = ANY (v_parents) OR j.id = ANY (v_watched)
+    WHERE j.id = ANY (v_parents || v_watched)
     ORDER BY j.id
     FOR KEY SHARE OF j;
     UPDATE jobq._job AS j

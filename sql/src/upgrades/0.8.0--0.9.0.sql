@@ -20,6 +20,8 @@
 --     reap reads only leases (parked by index, in place by _leased_in_place), its plans pinned
 --     _queue_counts, _live_queues, _dead_queues: counts exact up to 10,000 jobs per queue, estimated above, names by skip scans
 --     stats (new column estimated), queues and workers read those; jobq_viewer may call _queue_counts and _running
+--   * jobq._finish() and jobq._record_errors(): index paths only (no sequential scan, hash or merge
+--     join), so that a session's generic plan made while _job held a few rows does not scan a backlog
 --   per-queue privileges (issue 25, item 4):
 --   smaller fixes (issue 25, item 5):
 --     jobq.every(..., runner => 'workers') and jobq.unschedule work for a role without USAGE on schema cron
@@ -123,6 +125,7 @@ CREATE CONSTRAINT TRIGGER _500_settle_at_commit
 -- @replace-view jobq.stats
 -- @replace-view jobq.queues
 -- @replace-view jobq.workers
+-- @replace-function jobq._record_errors(bigint[], integer[], text[], text[])
 GRANT EXECUTE ON FUNCTION jobq._queue_counts(), jobq._running() TO jobq_viewer;
 GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 
