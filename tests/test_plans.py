@@ -225,7 +225,8 @@ def test_stats_counts_the_backlog_as_an_estimate_and_the_running_jobs_exactly(db
 
 # Each call on its own job of a claim of 10 (``held``: id and lease token by position).
 SMALL_CALLS: dict[str, str] = {
-    "complete_many": "SELECT jobq.complete_many(ARRAY[%(id0)s, %(id1)s]::bigint[], ARRAY[%(t0)s, %(t1)s]::uuid[])",
+    "complete_many": ("SELECT jobq.complete_many(ARRAY[%(id0)s, %(id1)s]::bigint[], "
+                      "ARRAY[%(t0)s, %(t1)s]::uuid[])"),
     "complete": "SELECT jobq.complete(%(id2)s, %(t2)s::uuid)",
     "fail": "SELECT jobq.fail(%(id3)s, 'boom', %(t3)s::uuid)",
     "heartbeat": "SELECT jobq.heartbeat(%(id4)s, %(t4)s::uuid)",

@@ -46,9 +46,11 @@ def build_and_fail(conn: Conn, depth: int) -> tuple[float, float]:
         for _ in range(depth):
             previous = int(scalar(conn, "SELECT jobq.enqueue(%s, '{}', depends_on => %s::bigint[])",
                                   (QUEUE, [previous])))
-        conn.execute("SET CONSTRAINTS jobq._500_settle_at_commit IMMEDIATE")  # the commit's work, counted here
+        # the commit's work, run now to be counted here
+        conn.execute("SET CONSTRAINTS jobq._500_settle_at_commit IMMEDIATE")
         built = int(scalar(conn, READS))
-    job_id, token = conn.execute("SELECT id, lease_token FROM jobq.claim(%s, 1)", (QUEUE,)).fetchone() or (0, 0)
+    claimed = conn.execute("SELECT id, lease_token FROM jobq.claim(%s, 1)", (QUEUE,)).fetchone()
+    job_id, token = claimed or (0, 0)
     assert job_id == root
     with conn.transaction():
         assert scalar(conn, "SELECT jobq.fail(%s, 'fatal', %s)", (job_id, token)) is True
@@ -64,5 +66,5 @@ def test_a_chain_costs_the_same_per_job_at_any_depth(conn: Conn) -> None:
     deep = build_and_fail(conn, DEEP)
     print(f"\nrows read per job: build {shallow[0]:.1f} at {SHALLOW}, {deep[0]:.1f} at {DEEP}; "
           f"cascade {shallow[1]:.1f} at {SHALLOW}, {deep[1]:.1f} at {DEEP}")
-    assert deep[0] <= LINEAR * shallow[0], f"building reads more per job as the chain grows: {shallow} {deep}"
-    assert deep[1] <= LINEAR * shallow[1], f"the cascade reads more per job as the chain grows: {shallow} {deep}"
+    assert deep[0] <= LINEAR * shallow[0], f"building reads more per job at depth: {shallow} {deep}"
+    assert deep[1] <= LINEAR * shallow[1], f"the cascade reads more per job at depth: {shallow} {deep}"
