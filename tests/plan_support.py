@@ -8,13 +8,14 @@ node handled (no timing). The call runs in a transaction that is rolled back.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 Conn = psycopg.Connection[tuple[Any, ...]]
+Params = Sequence[object] | Mapping[str, object]  # a statement's arguments, by position or by name
 
 AUTO_EXPLAIN = {
     "auto_explain.log_min_duration": "0",
@@ -94,7 +95,7 @@ def node(raw: dict[str, Any]) -> Node:
     )
 
 
-def plans_of(conn: Conn, statements: Sequence[tuple[str, Sequence[object]]]) -> list[Plan]:
+def plans_of(conn: Conn, statements: Sequence[tuple[str, Params]]) -> list[Plan]:
     """The plans of every statement run by the last of ``statements`` (the
     others prepare it: a claim whose leases the last one acknowledges),
     all run in one transaction that is rolled back."""
