@@ -125,7 +125,9 @@ SELECT set_eq(
         'jobq.result(bigint)',
         'jobq.status(bigint)',
         'jobq.parent_results(bigint)',
-        'jobq.watch(bigint)'
+        'jobq.watch(bigint)',
+        'jobq.grant_queue(name,text,text)',
+        'jobq.revoke_queue(name,text,text)'
     ],
     'the public jobq functions are exactly the documented API');
 
@@ -276,6 +278,8 @@ SELECT set_eq(
         'jobq.status(bigint)',
         'jobq.parent_results(bigint)',
         'jobq.watch(bigint)',
+        'jobq.grant_queue(name,text,text)',
+        'jobq.revoke_queue(name,text,text)',
         'jobq._periodic_save(text,text,text,jsonb,integer,integer,text)',
         'jobq._periodic_delete(text)'
     ],

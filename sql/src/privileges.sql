@@ -92,6 +92,12 @@ GRANT SELECT ON jobq.job_dependencies, jobq._job_dep, jobq._job_wait TO jobq_adm
 -- The archive's partitions (since 0.7.0): viewers and admins see them.
 GRANT SELECT ON jobq.archive_partitions TO jobq_viewer;
 
+-- Per-queue privileges (since 0.9.0): admins grant and revoke them; viewers
+-- (and so admins) see them.
+GRANT EXECUTE ON FUNCTION jobq.grant_queue(name, text, text), jobq.revoke_queue(name, text, text) TO jobq_admin;
+GRANT SELECT ON jobq.queue_grants TO jobq_viewer;
+GRANT SELECT ON jobq._queue_grant, jobq._read_pattern TO jobq_admin;
+
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
 BEGIN
