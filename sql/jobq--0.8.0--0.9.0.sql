@@ -8,6 +8,8 @@
 --     (enqueue, enqueue_many, enqueue_callback), consume (claim, take, hold, complete_held, fail_held),
 --     read (status, result, parent_results, watch, depends_on and members answer JQ019 as for an
 --     unknown id; jobq.jobs, job_errors and job_dependencies hide the rows); new SQLSTATEs JQ020, JQ021
+--   * serial groups: a member scheduled for later that never started no longer holds back the members
+--     behind it (jobq._pick); one that goes ahead locks the group's oldest member (jobq._lock_group_head)
 --   smaller fixes (issue 25, item 5):
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.9.0', or with psql -f / pyqueue
@@ -192,6 +194,33 @@ END
 $$;
 COMMENT ON FUNCTION jobq._check_readable_jobs(bigint[], text) IS
     'Raises JQ019 (as for an id never issued) for a job of a queue the caller may not read.';
+CREATE FUNCTION jobq._lock_group_head(p_queue text, p_group_key text, p_id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head bigint;
+BEGIN
+    -- Whether this transaction holds the row lock of the oldest live job of
+    -- serial group p_group_key in p_queue: p_id itself (which the claim has
+    -- locked), or an older member not due yet that p_id goes ahead of,
+    -- locked here (SKIP LOCKED: false when another transaction holds it,
+    -- never a wait). Every claim of a group job thus locks that one row, so
+    -- that a member falling due meanwhile is not claimed beside p_id.
+    SELECT g.id INTO v_head
+    FROM jobq._job AS g
+    WHERE g.queue = p_queue AND g.group_key = p_group_key
+    ORDER BY g.id
+    LIMIT 1;
+    IF v_head IS NULL OR v_head = p_id THEN
+        RETURN true;
+    END IF;
+    PERFORM FROM jobq._job AS g WHERE g.id = v_head FOR NO KEY UPDATE SKIP LOCKED;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION jobq._lock_group_head(text, text, bigint) IS
+    'Row-locks the oldest live job of a serial group (SKIP LOCKED) for a claim of a later member; false when another transaction holds it.';
 CREATE FUNCTION jobq._check_grant_args(p_role name, p_queue_pattern text, p_privilege text, p_revoking boolean)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -623,6 +652,143 @@ END
 $$;
 COMMENT ON FUNCTION jobq.hold(text, integer) IS
     'Row-locks up to n ready jobs for the caller''s transaction (no lease); acknowledge with complete_held / fail_held.';
+CREATE OR REPLACE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
+RETURNS TABLE (id bigint, lease interval)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+DECLARE
+    v_queue text;
+    v_settings jobq._queue;
+    v_now timestamptz := p_now;   -- the start time the rate limit counts (the claim's started_at)
+    v_names text[] := '{}';
+    v_leases interval[] := '{}';
+    v_allow integer[] := '{}';
+    v_rated text[] := '{}';
+    v_slots integer;
+    v_ids bigint[];
+    v_grouped boolean;
+BEGIN
+    -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
+    -- p_queues, most urgent first, that may start now: the queue is not
+    -- paused, has a free concurrency slot and rate budget, and the job heads
+    -- its serial group. A limited queue's slots are counted under a row lock
+    -- on its own jobq._queue row, taken with SKIP LOCKED (a busy queue
+    -- yields no jobs, never a wait, and a crashed claimer's lock vanishes
+    -- with its transaction; only jobq's roles can lock that row, where any
+    -- role can take an advisory lock); each count runs in a statement that
+    -- starts after the lock, so it sees every claim that committed before.
+    -- Group heads are row-locked (SKIP LOCKED) and re-checked after the
+    -- locks. A group's order is among its due jobs: a member scheduled for
+    -- later that never started does not hold back the members after it (a
+    -- retry waiting for its backoff, a snoozed or a waiting member does),
+    -- and one that goes ahead also locks the group's oldest member
+    -- (jobq._lock_group_head), so that no two members ever run at once. The
+    -- jobs this path leases are parked, so the count of a queue's
+    -- running jobs is an index scan (waiting jobs are parked too, and
+    -- skipped). Records the starts of rate-limited queues at p_now, which
+    -- the caller also stamps on the jobs as started_at. Jobs taken earlier in
+    -- this transaction (take, hold) count as running.
+    PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
+    FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
+                   ORDER BY u.name, u.ord LOOP
+        v_settings := jobq._settings(v_queue);
+        v_slots := p_n;
+        IF v_settings.paused THEN
+            v_slots := 0;
+        ELSIF v_settings.concurrency IS NOT NULL OR v_settings.rate_limit IS NOT NULL THEN
+            PERFORM FROM jobq._queue AS q WHERE q.queue = v_queue FOR NO KEY UPDATE SKIP LOCKED;
+            IF NOT FOUND THEN
+                v_slots := 0;   -- another claimer is counting this queue's slots right now
+            END IF;
+        END IF;
+        IF v_slots > 0 AND v_settings.concurrency IS NOT NULL THEN
+            SELECT least(v_slots, v_settings.concurrency - count(*)
+                                  - jobq._taken_in_transaction(v_queue))::integer INTO v_slots
+            FROM jobq._job AS j
+            WHERE j.queue = v_queue AND j.parked AND j.status = 'running';
+        END IF;
+        IF v_slots > 0 AND v_settings.rate_limit IS NOT NULL THEN
+            DELETE FROM jobq._rate_start AS r
+            WHERE r.queue = v_queue AND r.started_at <= v_now - v_settings.rate_interval;
+            SELECT least(v_slots, v_settings.rate_limit - coalesce(sum(r.n), 0))::integer INTO v_slots
+            FROM jobq._rate_start AS r
+            WHERE r.queue = v_queue AND r.started_at > v_now - v_settings.rate_interval;
+            v_rated := v_rated || v_queue;
+        END IF;
+        v_names := v_names || v_queue;
+        v_leases := v_leases || coalesce(p_lease, v_settings.lease);
+        v_allow := v_allow || greatest(v_slots, 0);
+    END LOOP;
+
+    -- Candidates: per queue, its most urgent unlocked ready rows (one index
+    -- scan each); a serial-group job only when it heads its group's due
+    -- members and none runs (its row lock makes this transaction the group's
+    -- only claimer of it).
+    SELECT array_agg(c.id ORDER BY c.priority, c.run_at, c.id),
+           array_agg(c.lease ORDER BY c.priority, c.run_at, c.id),
+           array_agg(c.queue ORDER BY c.priority, c.run_at, c.id),
+           coalesce(bool_or(c.grouped), false)
+    INTO v_ids, v_leases, v_names, v_grouped
+    FROM (
+        SELECT c.id, c.priority, c.run_at, c.grouped, q.name AS queue, q.lease
+        FROM unnest(v_names, v_allow, v_leases) AS q(name, slots, lease),
+             LATERAL (
+                 SELECT j.id, j.priority, j.run_at, j.group_key IS NOT NULL AS grouped
+                 FROM jobq._job AS j
+                 WHERE j.queue = q.name AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
+                   AND (j.group_key IS NULL
+                        OR NOT EXISTS (SELECT FROM jobq._job AS g
+                                       WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                                         AND (g.status = 'running'
+                                              OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                                       AND g.started_at IS NULL)))))
+                 ORDER BY j.priority, j.run_at, j.id
+                 LIMIT q.slots
+                 FOR UPDATE SKIP LOCKED
+             ) AS c
+        WHERE q.slots > 0
+        ORDER BY c.priority, c.run_at, c.id
+        LIMIT p_n
+    ) AS c;
+
+    IF v_grouped THEN
+        -- Re-check group heads with a snapshot taken after the row locks: a
+        -- claim of the same group that committed meanwhile is now visible.
+        SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+        INTO v_ids, v_leases, v_names
+        FROM unnest(v_ids, v_leases, v_names) WITH ORDINALITY AS u(id, lease, queue, ord)
+        JOIN jobq._job AS j ON j.id = u.id
+        WHERE j.group_key IS NULL
+           OR NOT EXISTS (SELECT FROM jobq._job AS g
+                          WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                            AND (g.status = 'running'
+                                 OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                          AND g.started_at IS NULL))));
+        -- A job that goes ahead of older members not due yet also locks the
+        -- group's oldest one: every claim of the group locks that same row.
+        SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+        INTO v_ids, v_leases, v_names
+        FROM unnest(v_ids, v_leases, v_names) WITH ORDINALITY AS u(id, lease, queue, ord)
+        JOIN jobq._job AS j ON j.id = u.id
+        WHERE j.group_key IS NULL OR jobq._lock_group_head(j.queue, j.group_key, j.id);
+    END IF;
+
+    IF cardinality(v_rated) > 0 THEN
+        INSERT INTO jobq._rate_start (queue, started_at, n)
+        SELECT r.queue, v_now, count(*)
+        FROM unnest(v_names) AS r(queue)
+        WHERE r.queue = ANY (v_rated)
+        GROUP BY r.queue;
+    END IF;
+
+    RETURN QUERY SELECT u.id, u.lease FROM unnest(v_ids, v_leases) AS u(id, lease);
+END
+$$;
+COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
+    'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
 CREATE OR REPLACE FUNCTION jobq.complete_held(ids bigint[], results jsonb[] DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

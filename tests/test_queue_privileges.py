@@ -8,13 +8,15 @@ id and drop its payload), and block a serial group for years by enqueueing
 its head far in the future. 0.9.0 adds per-queue privileges as an opt-in
 (`jobq.grant_queue`): a queue that grants of a privilege match allows it
 only to their roles (directly, through group roles, after SET ROLE) and
-jobq_admin. Each test here fails on 0.8.0.
+jobq_admin; and a group member scheduled for later that never started no
+longer holds back the members behind it. Each test here fails on 0.8.0.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -322,6 +324,44 @@ def test_revoking_the_last_grant_restores_the_role_level_rules(conn: Conn, roles
     assert scalar(conn, "SELECT jobq.revoke_queue(%s, 'billing.invoices', 'produce')", (gone,)) is True
     assert scalar(stranger, enqueue), "no grant left: every jobq_producer may produce there again"
     assert scalar(conn, "SELECT jobq.revoke_queue(%s, 'billing.*', 'produce')", (roles.team,)) is False
+
+
+# --- serial groups: a head far in the future ------------------------------------------------------------
+
+def test_a_group_head_scheduled_for_years_does_not_block_the_group(
+    conn: Conn, roles: Roles, login: Any
+) -> None:
+    squatter = scalar(login(roles.stranger),
+                      "SELECT jobq.enqueue('ledger', '{\"evil\": 1}', now() + interval '9 years', "
+                      "group_key => 'acct-1')")
+    real = scalar(login(roles.member),
+                  "SELECT jobq.enqueue('ledger', '{\"debit\": 5}', group_key => 'acct-1')")
+    claimed = conn.execute("SELECT id, payload FROM jobq.claim('ledger', 10)").fetchall()
+    assert claimed == [(real, {"debit": 5})], \
+        "the due member runs; the one scheduled for later waits for its time"
+    assert scalar(conn, "SELECT status FROM jobq.jobs WHERE id = %s", (squatter,)) == "scheduled"
+
+
+def test_a_member_falling_due_is_not_claimed_beside_one_that_went_ahead(conn: Conn, dsn: str) -> None:
+    """The race the rule brings: a claim goes ahead of a member not yet due;
+    that member falls due while the first is still held. Every claim of a
+    group locks the group's oldest member, so the second claimer skips it."""
+    first = scalar(conn, "SELECT jobq.enqueue('ledger', '{}', clock_timestamp() + interval '1.5 seconds', "
+                         "group_key => 'acct-2')")
+    second = scalar(conn, "SELECT jobq.enqueue('ledger', '{}', group_key => 'acct-2')")
+    with psycopg.connect(dsn) as holder, psycopg.connect(dsn, autocommit=True) as other:
+        taken = [int(r[0]) for r in holder.execute("SELECT id FROM jobq.take('ledger', 10)")]
+        assert taken == [second], "the due member goes ahead of the one scheduled for later"
+        deadline = time.monotonic() + 30
+        while not scalar(other, "SELECT run_at <= now() FROM jobq._job WHERE id = %s", (first,)):
+            assert time.monotonic() < deadline, "the first member never fell due"
+            time.sleep(0.1)
+        assert other.execute("SELECT id FROM jobq.claim('ledger', 10)").fetchall() == [], \
+            "the first member is due now, but the second is still held: no claim may take it"
+        with other.transaction():
+            assert other.execute("SELECT id FROM jobq.take('ledger', 10)").fetchall() == []
+        holder.commit()
+    assert [int(r[0]) for r in conn.execute("SELECT id FROM jobq.claim('ledger', 10)")] == [first]
 
 
 # --- bad input --------------------------------------------------------------------------------------------

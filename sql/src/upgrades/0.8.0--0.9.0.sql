@@ -8,6 +8,8 @@
 --     (enqueue, enqueue_many, enqueue_callback), consume (claim, take, hold, complete_held, fail_held),
 --     read (status, result, parent_results, watch, depends_on and members answer JQ019 as for an
 --     unknown id; jobq.jobs, job_errors and job_dependencies hide the rows); new SQLSTATEs JQ020, JQ021
+--   * serial groups: a member scheduled for later that never started no longer holds back the members
+--     behind it (jobq._pick); one that goes ahead locks the group's oldest member (jobq._lock_group_head)
 --   smaller fixes (issue 25, item 5):
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.9.0', or with psql -f / pyqueue
@@ -76,6 +78,7 @@ $dump$;
 -- @function jobq._check_queue_privilege(text[], text)
 -- @function jobq._job_allowed(bigint, text)
 -- @function jobq._check_readable_jobs(bigint[], text)
+-- @function jobq._lock_group_head(text, text, bigint)
 -- @function jobq._check_grant_args(name, text, text, boolean)
 -- @function jobq.grant_queue(name, text, text)
 -- @function jobq.revoke_queue(name, text, text)
@@ -86,6 +89,7 @@ $dump$;
 -- @replace-function jobq.claim(text[], integer, text, interval)
 -- @replace-function jobq.take(text, integer)
 -- @replace-function jobq.hold(text, integer)
+-- @replace-function jobq._pick(text[], integer, interval, timestamptz)
 -- @replace-function jobq.complete_held(bigint[], jsonb[])
 -- @replace-function jobq.fail_held(bigint, text, timestamptz)
 -- @replace-function jobq.status(bigint)
