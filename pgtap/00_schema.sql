@@ -359,8 +359,9 @@ SELECT set_eq(
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
           'jobq._lock_ready(text,integer)',
           'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
-          'jobq._finish_dependents(bigint[],text)'],
-    'the claim and finish path runs generic plans (planning once, not per call)');
+          'jobq._finish_dependents(bigint[],text)',
+          'jobq._denied_queue(text[],text)'],
+    'the claim and finish path (and the per-queue privilege check) runs generic plans (planning once, not per call)');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'jit=off'$$,

@@ -6,7 +6,7 @@
 -- the caller is: the role set with SET ROLE, else the login. Real sessions
 -- and real SET ROLE from pgbouncer-like logins: tests/test_queue_privileges.py.
 BEGIN;
-SELECT plan(67);
+SELECT plan(70);
 
 SET LOCAL client_min_messages = warning;
 CREATE ROLE jobq_test_team NOLOGIN IN ROLE jobq_producer, jobq_worker;   -- rolled back with the test
@@ -130,6 +130,11 @@ SELECT isnt(pg_temp.as_role('jobq_test_member', $$SELECT jobq.enqueue('pb.x', '{
 SELECT isnt(pg_temp.as_role('jobq_test_other', $$SELECT jobq.enqueue('pbx', '{}')$$), NULL,
             'pb.* does not match pbx: the role-level rules apply there');
 SELECT isnt(pg_temp.as_role('jobq_test_other', $$SELECT jobq.enqueue('pb', '{}')$$), NULL, 'nor pb');
+SELECT ok(jobq.grant_queue('jobq_test_team', 'u_q', 'produce'), 'grant produce on u_q');
+SELECT isnt(pg_temp.as_role('jobq_test_other', $$SELECT jobq.enqueue('uxq', '{}')$$), NULL,
+            '_ in a pattern stands for itself: u_q does not match uxq');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_other', 'SELECT jobq.enqueue(''u_q'', ''{}'')')$$, 'JQ020', NULL,
+                 'but matches u_q');
 
 -- consume -------------------------------------------------------------------------------------------------
 SELECT ok(jobq.grant_queue('jobq_test_team', 'pb.x', 'consume'), 'grant consume on the queue pb.x alone');

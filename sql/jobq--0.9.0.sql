@@ -358,6 +358,9 @@ CREATE TABLE jobq._queue_grant (
     privilege      text NOT NULL,
     granted_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
     granted_by     text NOT NULL,
+    -- The pattern for LIKE: _ escaped (queue names have no % or \), a trailing * as %.
+    queue_like     text NOT NULL
+                   GENERATED ALWAYS AS (regexp_replace(replace(queue_pattern, '_', '\_'), '[*]$', '%')) STORED,
     CONSTRAINT queue_grant_pkey PRIMARY KEY (role, queue_pattern, privilege),
     CONSTRAINT queue_grant_role_length CHECK (char_length(role) BETWEEN 1 AND 63),
     CONSTRAINT queue_grant_pattern_valid CHECK (
@@ -839,66 +842,71 @@ COMMENT ON FUNCTION jobq._check_results(bigint[], jsonb[]) IS
 ---------------------------------------------------------------------------
 
 CREATE FUNCTION jobq._caller() RETURNS text
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
     -- The role a call into jobq acts for: the role the session chose with
     -- SET ROLE (PostgreSQL checked the membership when it was set), else the
     -- login role. Not current_user, which inside jobq's SECURITY DEFINER
     -- functions is jobq's owner; and not session_user alone, which a
     -- session that dropped to a lesser role with SET ROLE would still be.
-    SELECT CASE WHEN current_setting('role') = 'none' THEN session_user::text ELSE current_setting('role') END
+    RETURN CASE WHEN current_setting('role') = 'none' THEN session_user::text ELSE current_setting('role') END;
+END
 $$;
 COMMENT ON FUNCTION jobq._caller() IS
     'The role a call acts for: the SET ROLE role, else the login role (per-queue privileges check it).';
 
-CREATE FUNCTION jobq._queue_allowed(p_queue text, p_privilege text) RETURNS boolean
-LANGUAGE sql STABLE
+CREATE FUNCTION jobq._denied_queue(p_queues text[], p_privilege text) RETURNS text
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
-    -- Whether the caller (jobq._caller()) may p_privilege ('produce',
-    -- 'consume' or 'read') on queue p_queue: no grant of that privilege
-    -- matches the queue (the role-level rules alone apply), or the caller
-    -- has the privileges of the role of one that does (itself, a group role
-    -- it inherits from, or the role it SET ROLE to), or of jobq_admin. A
-    -- pattern matches the queue it names, or, ending in *, every queue whose
-    -- name starts with what comes before the *. Grants of dropped roles
-    -- still match, and nobody holds them.
-    WITH g AS (
-        SELECT g.role
-        FROM jobq._queue_grant AS g
-        WHERE g.privilege = p_privilege
-          AND (g.queue_pattern = p_queue
-               OR (right(g.queue_pattern, 1) = '*' AND starts_with(p_queue, left(g.queue_pattern, -1))))
-    )
-    SELECT NOT EXISTS (SELECT FROM g)
-        OR EXISTS (SELECT
-                   FROM pg_roles AS c
-                   WHERE c.rolname = jobq._caller()
-                     AND (pg_has_role(c.oid, 'jobq_admin', 'USAGE')
-                          OR EXISTS (SELECT FROM g JOIN pg_roles AS r ON r.rolname = g.role
-                                     WHERE pg_has_role(c.oid, r.oid, 'USAGE'))))
+DECLARE
+    v_caller oid := to_regrole(quote_ident(jobq._caller()));
+BEGIN
+    -- The first of p_queues on which the caller (jobq._caller()) may not
+    -- p_privilege ('produce', 'consume' or 'read'); NULL when it may on all.
+    -- It may where no grant of that privilege matches the queue (the
+    -- role-level rules alone apply), where it has the privileges of the role
+    -- of one that does (itself, a group role it inherits from, or the role
+    -- it SET ROLE to), and everywhere as jobq_admin. A pattern matches the
+    -- queue it names, or, ending in *, every queue whose name starts with
+    -- what comes before the * (queue_like, its LIKE pattern). Grants of
+    -- dropped roles still match, and nobody holds them (to_regrole: NULL).
+    -- Membership is asked of the matching grants' roles only, however many
+    -- roles the cluster has. PL/pgSQL, not SQL, and a generic plan: it is
+    -- planned once per session (planning it costs more than running it).
+    IF pg_has_role(v_caller, 'jobq_admin', 'USAGE') THEN
+        RETURN NULL;
+    END IF;
+    RETURN (SELECT q.name
+            FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
+            WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                          WHERE g.privilege = p_privilege AND q.name LIKE g.queue_like)
+              AND NOT EXISTS (SELECT FROM jobq._queue_grant AS g
+                              WHERE g.privilege = p_privilege AND q.name LIKE g.queue_like
+                                AND pg_has_role(v_caller, to_regrole(quote_ident(g.role)), 'USAGE'))
+            ORDER BY q.ord
+            LIMIT 1);
+END
 $$;
-COMMENT ON FUNCTION jobq._queue_allowed(text, text) IS
-    'Whether the caller may produce/consume/read on a queue: no grant of that privilege matches it, or it holds one, or jobq_admin.';
+COMMENT ON FUNCTION jobq._denied_queue(text[], text) IS
+    'The first queue on which the caller may not produce/consume/read (grants match it, it holds none, not jobq_admin); NULL when none.';
 
 CREATE FUNCTION jobq._check_queue_privilege(p_queues text[], p_privilege text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_queue text;
+    v_queue text := jobq._denied_queue(p_queues, p_privilege);
 BEGIN
     -- Raise JQ020 for the first of p_queues (valid names) on which the
-    -- caller may not p_privilege (jobq._queue_allowed). The public functions
-    -- call it only while some grant of p_privilege exists, so that queues
-    -- without grants cost one look at an empty table.
-    SELECT q.name INTO v_queue
-    FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
-    WHERE NOT jobq._queue_allowed(q.name, p_privilege)
-    ORDER BY q.ord
-    LIMIT 1;
-    IF FOUND THEN
+    -- caller may not p_privilege (jobq._denied_queue). The public functions
+    -- call it only when some grant of p_privilege matches one of the queues
+    -- (one look at a small table, no function call): a queue that no grant
+    -- matches costs nothing more.
+    IF v_queue IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: role % lacks the % privilege on queue %',
                 pg_catalog.quote_ident(jobq._caller()), p_privilege, pg_catalog.quote_literal(v_queue)
             USING ERRCODE = 'JQ020',
@@ -913,18 +921,26 @@ COMMENT ON FUNCTION jobq._check_queue_privilege(text[], text) IS
     'Raises JQ020 for the first queue on which the caller lacks a privilege (per-queue grants).';
 
 CREATE FUNCTION jobq._job_allowed(p_id bigint, p_privilege text) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_queue text;
+BEGIN
     -- Whether the caller may p_privilege on the queue of job p_id, live or
-    -- finished (jobq._queue_allowed). True while no grant of p_privilege
+    -- finished (jobq._denied_queue). True while no grant of p_privilege
     -- exists (without reading the job), and for an id jobq does not know:
     -- the caller answers for those as for any unknown id, and so answers
     -- the same for a job it may not see, which cannot then be probed.
-    SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = p_privilege)
-        OR coalesce((SELECT jobq._queue_allowed(j.queue, p_privilege) FROM jobq._job AS j WHERE j.id = p_id),
-                    (SELECT jobq._queue_allowed(a.queue, p_privilege) FROM jobq._job_archive AS a WHERE a.id = p_id),
-                    true)
+    IF NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = p_privilege) THEN
+        RETURN true;
+    END IF;
+    SELECT j.queue INTO v_queue FROM jobq._job AS j WHERE j.id = p_id;
+    IF NOT FOUND THEN
+        SELECT a.queue INTO v_queue FROM jobq._job_archive AS a WHERE a.id = p_id;
+    END IF;
+    RETURN v_queue IS NULL OR jobq._denied_queue(ARRAY[v_queue], p_privilege) IS NULL;
+END
 $$;
 COMMENT ON FUNCTION jobq._job_allowed(bigint, text) IS
     'Whether the caller may produce/consume/read on a job''s queue; true for unknown ids and while no such grant exists.';
@@ -958,14 +974,13 @@ COMMENT ON FUNCTION jobq._check_readable_jobs(bigint[], text) IS
     'Raises JQ019 (as for an id never issued) for a job of a queue the caller may not read.';
 
 CREATE VIEW jobq._read_pattern AS
-    -- The patterns of the read grants, each with whether the current user
-    -- may read the queues it matches through it (it has the privileges of
-    -- the grant's role, or of jobq_admin); prefix: the pattern before its
-    -- trailing * (NULL for a queue name). The views filter their rows of
-    -- read-restricted queues by it; as a view (not a function) it needs no
-    -- EXECUTE, which jobq_viewer has on no private function.
-    SELECT g.queue_pattern,
-           CASE WHEN right(g.queue_pattern, 1) = '*' THEN left(g.queue_pattern, -1) END AS prefix,
+    -- The patterns of the read grants (queue_like: as LIKE patterns), each
+    -- with whether the current user may read the queues it matches through
+    -- it (it has the privileges of the grant's role, or of jobq_admin). The
+    -- views filter their rows of read-restricted queues by it; as a view
+    -- (not a function) it needs no EXECUTE, which jobq_viewer has on no
+    -- private function.
+    SELECT g.queue_pattern, g.queue_like,
            pg_catalog.pg_has_role('jobq_admin', 'USAGE') OR coalesce(pg_catalog.pg_has_role(r.oid, 'USAGE'), false)
                AS held
     FROM jobq._queue_grant AS g
@@ -2304,7 +2319,8 @@ BEGIN
         PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue.queue], 'produce')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'produce');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like);
     IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
@@ -2374,7 +2390,8 @@ BEGIN
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'produce');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
 
     SELECT p.payload, p.ord INTO v_bad
     FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
@@ -2485,7 +2502,8 @@ BEGIN
     PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
     PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue_callback.queue], 'produce')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'produce');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_callback.queue LIKE g.queue_like);
     PERFORM jobq._check_readable_jobs(enqueue_callback.members, 'members');
     PERFORM jobq._lock_parents(enqueue_callback.members, 'members');
     v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
@@ -2617,7 +2635,8 @@ BEGIN
         PERFORM jobq._check_claim_args(ARRAY[claim.queue], claim.n, claim.lease);
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[claim.queue], 'consume')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND claim.queue LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
 END
 $$;
@@ -2643,7 +2662,8 @@ BEGIN
         PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
     END IF;
     PERFORM jobq._check_queue_privilege(claim.queues, 'consume')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(claim.queues) AS q(name)
+                      WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
 END
 $$;
@@ -2713,7 +2733,8 @@ BEGIN
         PERFORM jobq._check_claim_args(ARRAY[take.queue], take.n, NULL);
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[take.queue], 'consume')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND take.queue LIKE g.queue_like);
     RETURN QUERY
     WITH held AS (
         SELECT * FROM jobq._lock_ready(take.queue, take.n)
@@ -2742,7 +2763,8 @@ BEGIN
         PERFORM jobq._check_claim_args(ARRAY[hold.queue], hold.n, NULL);
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[hold.queue], 'consume')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND hold.queue LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
 END
 $$;
@@ -3672,7 +3694,7 @@ BEGIN
     SELECT d.parent_id, a.result
     FROM jobq._job_dep AS d
     LEFT JOIN jobq._job_archive AS a ON a.id = d.parent_id AND a.status = 'completed'
-                                        AND (v_open OR jobq._queue_allowed(a.queue, 'read'))
+                                        AND (v_open OR jobq._denied_queue(ARRAY[a.queue], 'read') IS NULL)
     WHERE d.child_id = parent_results.id
     ORDER BY d.parent_id;
 END
@@ -4456,7 +4478,7 @@ CREATE VIEW jobq.jobs AS
     ) AS u
     WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
        OR coalesce((SELECT bool_or(p.held) FROM jobq._read_pattern AS p
-                    WHERE p.queue_pattern = u.queue OR starts_with(u.queue, p.prefix)), true);
+                    WHERE u.queue LIKE p.queue_like), true);
 COMMENT ON VIEW jobq.jobs IS 'All live and finished jobs with a single status column (for operators).';
 
 CREATE VIEW jobq.queues AS

@@ -116,7 +116,8 @@ BEGIN
         PERFORM jobq._check_claim_args(ARRAY[claim.queue], claim.n, claim.lease);
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[claim.queue], 'consume')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND claim.queue LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
 END
 $$;
@@ -142,7 +143,8 @@ BEGIN
         PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
     END IF;
     PERFORM jobq._check_queue_privilege(claim.queues, 'consume')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(claim.queues) AS q(name)
+                      WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
 END
 $$;
@@ -212,7 +214,8 @@ BEGIN
         PERFORM jobq._check_claim_args(ARRAY[take.queue], take.n, NULL);
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[take.queue], 'consume')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND take.queue LIKE g.queue_like);
     RETURN QUERY
     WITH held AS (
         SELECT * FROM jobq._lock_ready(take.queue, take.n)
@@ -241,7 +244,8 @@ BEGIN
         PERFORM jobq._check_claim_args(ARRAY[hold.queue], hold.n, NULL);
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[hold.queue], 'consume')
-        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume');
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND hold.queue LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
 END
 $$;

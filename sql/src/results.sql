@@ -89,7 +89,7 @@ BEGIN
     SELECT d.parent_id, a.result
     FROM jobq._job_dep AS d
     LEFT JOIN jobq._job_archive AS a ON a.id = d.parent_id AND a.status = 'completed'
-                                        AND (v_open OR jobq._queue_allowed(a.queue, 'read'))
+                                        AND (v_open OR jobq._denied_queue(ARRAY[a.queue], 'read') IS NULL)
     WHERE d.child_id = parent_results.id
     ORDER BY d.parent_id;
 END

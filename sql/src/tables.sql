@@ -255,6 +255,9 @@ CREATE TABLE jobq._queue_grant (
     privilege      text NOT NULL,
     granted_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
     granted_by     text NOT NULL,
+    -- The pattern for LIKE: _ escaped (queue names have no % or \), a trailing * as %.
+    queue_like     text NOT NULL
+                   GENERATED ALWAYS AS (regexp_replace(replace(queue_pattern, '_', '\_'), '[*]$', '%')) STORED,
     CONSTRAINT queue_grant_pkey PRIMARY KEY (role, queue_pattern, privilege),
     CONSTRAINT queue_grant_role_length CHECK (char_length(role) BETWEEN 1 AND 63),
     CONSTRAINT queue_grant_pattern_valid CHECK (

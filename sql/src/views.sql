@@ -81,7 +81,7 @@ CREATE VIEW jobq.jobs AS
     ) AS u
     WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
        OR coalesce((SELECT bool_or(p.held) FROM jobq._read_pattern AS p
-                    WHERE p.queue_pattern = u.queue OR starts_with(u.queue, p.prefix)), true);
+                    WHERE u.queue LIKE p.queue_like), true);
 COMMENT ON VIEW jobq.jobs IS 'All live and finished jobs with a single status column (for operators).';
 
 CREATE VIEW jobq.queues AS

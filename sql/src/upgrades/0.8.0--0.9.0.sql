@@ -51,6 +51,9 @@ CREATE TABLE jobq._queue_grant (
     privilege      text NOT NULL,
     granted_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
     granted_by     text NOT NULL,
+    -- The pattern for LIKE: _ escaped (queue names have no % or \), a trailing * as %.
+    queue_like     text NOT NULL
+                   GENERATED ALWAYS AS (regexp_replace(replace(queue_pattern, '_', '\_'), '[*]$', '%')) STORED,
     CONSTRAINT queue_grant_pkey PRIMARY KEY (role, queue_pattern, privilege),
     CONSTRAINT queue_grant_role_length CHECK (char_length(role) BETWEEN 1 AND 63),
     CONSTRAINT queue_grant_pattern_valid CHECK (
@@ -74,7 +77,7 @@ $dump$;
 -- per-queue privileges (issue 25, item 4)
 
 -- @function jobq._caller()
--- @function jobq._queue_allowed(text, text)
+-- @function jobq._denied_queue(text[], text)
 -- @function jobq._check_queue_privilege(text[], text)
 -- @function jobq._job_allowed(bigint, text)
 -- @function jobq._check_readable_jobs(bigint[], text)
