@@ -281,6 +281,19 @@ def test_a_consume_grant_keeps_other_workers_off_the_queue(conn: Conn, roles: Ro
     assert [j.id for j in pyqueue.claim(conn, "billing.invoices")] == jobs[2:], "jobq_admin consumes anywhere"
 
 
+def test_a_worker_without_the_consume_grant_stops_with_the_error(conn: Conn, dsn: str, roles: Roles) -> None:
+    """Like a missing EXECUTE grant, a missing queue grant does not get better
+    by retrying: the worker raises it at its first claim."""
+    grant(conn, roles.team, "billing.*", "consume")
+    job_id = pyqueue.enqueue(conn, "billing.invoices", {})
+    with pytest.raises(pyqueue.QueuePrivilegeDenied) as caught:
+        for job in pyqueue.listen(make_conninfo(dsn, user=roles.stranger), ["billing.invoices"],
+                                  poll_interval=0.1):
+            pytest.fail(f"job {job.id} was handed to a worker without the grant")
+    assert caught.value.sqlstate == DENIED and "consume" in caught.value.message
+    assert scalar(conn, "SELECT status FROM jobq.jobs WHERE id = %s", (job_id,)) == "ready"
+
+
 # --- who the caller is: group roles and SET ROLE --------------------------------------------------------
 
 def test_the_role_set_with_set_role_is_what_is_checked(conn: Conn, roles: Roles, login: Any) -> None:
