@@ -6,7 +6,7 @@
 -- the caller is: the role set with SET ROLE, else the login. Real sessions
 -- and real SET ROLE from pgbouncer-like logins: tests/test_queue_privileges.py.
 BEGIN;
-SELECT plan(70);
+SELECT plan(78);
 
 SET LOCAL client_min_messages = warning;
 CREATE ROLE jobq_test_team NOLOGIN IN ROLE jobq_producer, jobq_worker;   -- rolled back with the test
@@ -171,6 +171,22 @@ SELECT is(pg_temp.as_role('jobq_test_other', 'SELECT count(*) FROM jobq.jobs'), 
           'jobq.jobs shows a viewer of no reading role no job of a read-restricted queue');
 SELECT is(pg_temp.as_role('jobq_test_member', format('SELECT jobq.status(%s) || jobq.watch(%s)', :rd, :rd)), 'readyready',
           'the team reads its queues');
+
+-- the private helpers, directly ------------------------------------------------------------------------------
+GRANT EXECUTE ON FUNCTION jobq._caller(), jobq._denied_queue(text[], text) TO jobq_test_other;   -- rolled back
+GRANT SELECT ON jobq._queue_grant TO jobq_test_other;   -- (helpers run with their caller's rights)
+SELECT is(jobq._caller(), session_user::text, '_caller() is the login role without SET ROLE');
+SELECT is(pg_temp.as_role('jobq_test_other', 'SELECT jobq._caller()'), 'jobq_test_other', '_caller() is the role set with SET ROLE');
+SELECT is(jobq._denied_queue(ARRAY['pb.x', 'free'], 'consume'), NULL, '_denied_queue: nothing is denied to a superuser (as jobq_admin)');
+SELECT is(pg_temp.as_role('jobq_test_other', $$SELECT jobq._denied_queue(ARRAY['free', 'pb.x', 'pb.y'], 'consume')$$), 'pb.x',
+          '_denied_queue: the first queue of the list that grants match and the role holds none of');
+SELECT is(pg_temp.as_role('jobq_test_other', $$SELECT jobq._denied_queue(ARRAY['free', 'pb.y'], 'consume')$$), NULL,
+          '_denied_queue: NULL when no grant matches');
+SELECT jobq.enqueue('lg', '{}', now() + interval '1 hour', group_key => 'G') AS lg1 \gset
+SELECT jobq.enqueue('lg', '{}', group_key => 'G') AS lg2 \gset
+SELECT ok(jobq._lock_group_head('lg', 'G', :lg1), '_lock_group_head: true for the group''s oldest member itself');
+SELECT ok(jobq._lock_group_head('lg', 'G', :lg2), '_lock_group_head: true when it could lock the older member a later one goes ahead of');
+SELECT ok(jobq._lock_group_head('lg', 'nosuch', :lg2), '_lock_group_head: true for a group without members (nothing to lock)');
 
 SELECT * FROM finish();
 ROLLBACK;
