@@ -113,10 +113,11 @@ screenshots: deps venv
 	mkdir -p docs/dashboard && cp $$dir/*.png docs/dashboard/; status=$$?; rm -rf $$dir; \
 	ls -l docs/dashboard/*.png; exit $$status
 
-# --- numbers: `make bench` (the suite, then the pooler, the prune and the
-#     queue-partitioning comparisons and the costs with a backlog of 1,000,000
-#     jobs, about half an hour; the cold start, a 1,000,000-job burst per drain
-#     in 3 rounds at W=4 and 16, an hour or more; and a SOAK_SECONDS soak);
+# --- numbers: `make bench` (the suite, then the pooler, the prune, the
+#     queue-partitioning and the queue-grants comparisons and the costs with a
+#     backlog of 1,000,000 jobs, about 45 minutes; the cold start, a
+#     1,000,000-job burst per drain in 3 rounds at W=4 and 16, an hour or more;
+#     and a SOAK_SECONDS soak);
 #     `make bench BENCH_ARGS=--quick SOAK_SECONDS=60` for a short run. Every
 #     program runs; the target fails when any of them missed its goal.
 SOAK_SECONDS ?= 600
@@ -127,6 +128,7 @@ bench: deps venv
 	$(PY) -m pyqueue.bench.pooler $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.prune $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_partitions $(QUICK_FLAG) || status=1; \
+	$(PY) -m pyqueue.bench.queue_grants $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.backlog $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.cold_start $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.soak --duration $(SOAK_SECONDS) || status=1; \

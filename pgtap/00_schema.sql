@@ -125,7 +125,9 @@ SELECT set_eq(
         'jobq.result(bigint)',
         'jobq.status(bigint)',
         'jobq.parent_results(bigint)',
-        'jobq.watch(bigint)'
+        'jobq.watch(bigint)',
+        'jobq.grant_queue(name,text,text)',
+        'jobq.revoke_queue(name,text,text)'
     ],
     'the public jobq functions are exactly the documented API');
 
@@ -276,6 +278,8 @@ SELECT set_eq(
         'jobq.status(bigint)',
         'jobq.parent_results(bigint)',
         'jobq.watch(bigint)',
+        'jobq.grant_queue(name,text,text)',
+        'jobq.revoke_queue(name,text,text)',
         'jobq._periodic_save(text,text,text,jsonb,integer,integer,text)',
         'jobq._periodic_delete(text)',
         'jobq._settle_at_commit()',
@@ -362,8 +366,9 @@ SELECT set_eq(
           'jobq.reap(integer)',
           'jobq._leased_in_place(timestamp with time zone)',
           'jobq._live_sample(timestamp with time zone)',
-          'jobq._queue_counts()'],
-    'the claim, finish and reap paths and the live counts run generic plans (planning once, not per call)');
+          'jobq._queue_counts()',
+          'jobq._denied_queue(text[],text)'],
+    'the claim, finish and reap paths, the live counts and the per-queue privilege check run generic plans (planning once, not per call)');
 SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'plan_cache_mode=force_custom_plan'$$,

@@ -1,9 +1,10 @@
 -- Serial groups: jobs sharing a group_key run one at a time, in enqueue (id)
 -- order, while other groups and ungrouped jobs of the queue run in parallel.
 -- claim returns only group heads; a head waiting for its backoff blocks its
--- group; a dead or cancelled head unblocks it.
+-- group; a dead or cancelled head unblocks it; a member scheduled for later
+-- that never started holds back no one until it is due (0.9.0).
 BEGIN;
-SELECT plan(44);
+SELECT plan(53);
 
 CREATE TEMP TABLE t (name text PRIMARY KEY, id bigint);
 -- Jobs by name; claim/take results as arrays of names.
@@ -88,12 +89,29 @@ SELECT ok(pg_temp.done('d2'), 'complete d2');
 DELETE FROM held WHERE name = 'd1';
 SELECT is(pg_temp.claim('gq', 10), ARRAY['d1'], 'then the retried d1 runs');
 
+-- a member scheduled for later that never started does not hold its group (0.9.0) --------------------
+INSERT INTO t VALUES
+    ('s1', jobq.enqueue('gq', '{}', now() + interval '9 years', group_key => 'S')),
+    ('s2', jobq.enqueue('gq', '{}', group_key => 'S')),
+    ('s3', jobq.enqueue('gq', '{}', group_key => 'S'));
+SELECT is(pg_temp.claim('gq', 10), ARRAY['s2'],
+          'a member scheduled for later that never started does not hold back the due ones after it: s2 runs');
+SELECT is(pg_temp.claim('gq', 10), '{}'::text[], 's3 waits for s2: the order holds among the due members');
+UPDATE jobq._job SET run_at = now() WHERE id = pg_temp.id('s1');
+SELECT is(pg_temp.claim('gq', 10), '{}'::text[], 's1, due now, does not run beside s2: never two of a group at once');
+SELECT ok(pg_temp.done('s2'), 'complete s2');
+SELECT is(pg_temp.claim('gq', 10), ARRAY['s1'], 'then s1, due and the oldest, runs before s3');
+SELECT ok(pg_temp.done('s1'), 'complete s1');
+SELECT is(pg_temp.claim('gq', 10), ARRAY['s3'], 'then s3');
+
 -- a cancelled head unblocks its group -----------------------------------------------------------------
 INSERT INTO t VALUES
-    ('c1', jobq.enqueue('gq', '{}', now() + interval '1 hour', group_key => 'C')),
+    ('c1', jobq.enqueue('gq', '{}', max_attempts => 3, group_key => 'C')),
     ('c2', jobq.enqueue('gq', '{}', group_key => 'C'));
-SELECT is(pg_temp.claim('gq', 10), '{}'::text[], 'a head scheduled for later blocks the rest of its group');
-SELECT ok(jobq.cancel(pg_temp.id('c1')), 'cancel the scheduled head c1');
+SELECT is(pg_temp.claim('gq', 10), ARRAY['c1'], 'setup: c1 heads group C');
+SELECT ok(jobq.fail(h.id, 'later', h.lease_token), 'c1 fails and waits for its retry') FROM held AS h WHERE h.name = 'c1';
+SELECT is(pg_temp.claim('gq', 10), '{}'::text[], 'a head that started and waits for its retry blocks the rest of its group');
+SELECT ok(jobq.cancel(pg_temp.id('c1')), 'cancel the waiting head c1');
 SELECT is(pg_temp.claim('gq', 10), ARRAY['c2'], 'a cancelled head unblocks its group: c2 is claimed');
 
 -- release and reap put the head back first ---------------------------------------------------------------

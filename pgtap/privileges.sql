@@ -52,7 +52,9 @@ INSERT INTO api VALUES
     ('jobq.unschedule(text)', false, false),
     ('jobq.enqueue_periodic(text)', false, false),
     ('jobq.run_now(bigint)', false, false),
-    ('jobq.metrics()', false, true);
+    ('jobq.metrics()', false, true),
+    ('jobq.grant_queue(name,text,text)', false, false),
+    ('jobq.revoke_queue(name,text,text)', false, false);
 
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,

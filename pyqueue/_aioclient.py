@@ -49,6 +49,9 @@ from pyqueue._calls import (
     async_fail as fail,
 )
 from pyqueue._calls import (
+    async_grant_queue as grant_queue,
+)
+from pyqueue._calls import (
     async_heartbeat as heartbeat,
 )
 from pyqueue._calls import (
@@ -56,6 +59,9 @@ from pyqueue._calls import (
 )
 from pyqueue._calls import (
     async_pause as pause,
+)
+from pyqueue._calls import (
+    async_queue_grants as queue_grants,
 )
 from pyqueue._calls import (
     async_reap as reap,
@@ -74,6 +80,9 @@ from pyqueue._calls import (
 )
 from pyqueue._calls import (
     async_retry_dead as retry_dead,
+)
+from pyqueue._calls import (
+    async_revoke_queue as revoke_queue,
 )
 from pyqueue._calls import (
     async_schedules as schedules,
@@ -100,9 +109,9 @@ AsyncConnection = psycopg.AsyncConnection[Any]
 
 __all__ = [
     "cancel", "cancel_jobs", "chain", "claim", "complete", "complete_many", "configure_queue", "discard_dead",
-    "enqueue", "enqueue_callback", "enqueue_many", "every", "fail", "group", "heartbeat", "parent_results",
-    "pause", "reap", "release", "result", "resume", "retry", "retry_dead", "schedules", "snooze", "stats",
-    "status", "take", "unschedule", "wait",
+    "enqueue", "enqueue_callback", "enqueue_many", "every", "fail", "grant_queue", "group", "heartbeat",
+    "parent_results", "pause", "queue_grants", "reap", "release", "result", "resume", "retry", "retry_dead",
+    "revoke_queue", "schedules", "snooze", "stats", "status", "take", "unschedule", "wait",
 ]
 
 

@@ -17,6 +17,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import psycopg
 
+from pyqueue import _grant_statements as g
 from pyqueue import _statements as s
 from pyqueue import _workflow_statements as w
 from pyqueue._db import Statement, arun, run, undecodable
@@ -73,6 +74,9 @@ resume, async_resume = twins(s.resume)
 reap, async_reap = twins(s.reap)
 stats, async_stats = twins(s.stats)
 configure_queue, async_configure_queue = twins(s.configure_queue)
+grant_queue, async_grant_queue = twins(g.grant_queue)
+revoke_queue, async_revoke_queue = twins(g.revoke_queue)
+queue_grants, async_queue_grants = twins(g.queue_grants)
 
 
 def claiming(

@@ -94,6 +94,10 @@ RETRY_DEAD = "SELECT jobq.retry_dead(%s::text)"
 CANCEL = "SELECT jobq.cancel(%s::bigint)"
 PAUSE = "SELECT jobq.pause(%s::text)"
 RESUME = "SELECT jobq.resume(%s::text)"
+# jobq 0.9: per-queue privileges.
+GRANT_QUEUE = "SELECT jobq.grant_queue(%s::name, %s::text, %s::text)"
+REVOKE_QUEUE = "SELECT jobq.revoke_queue(%s::name, %s::text, %s::text)"
+QUEUE_GRANTS = "SELECT * FROM jobq.queue_grants ORDER BY queue_pattern, privilege, role"
 # take(): the job columns except the lease (a taken job holds no lease).
 TAKEN_COLUMNS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at", "created_at",

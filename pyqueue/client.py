@@ -32,15 +32,18 @@ from pyqueue._calls import (
     enqueue_many,
     every,
     fail,
+    grant_queue,
     heartbeat,
     parent_results,
     pause,
+    queue_grants,
     reap,
     release,
     result,
     resume,
     retry,
     retry_dead,
+    revoke_queue,
     schedules,
     snooze,
     stats,
@@ -48,6 +51,7 @@ from pyqueue._calls import (
     unschedule,
 )
 from pyqueue._db import run
+from pyqueue._grant_statements import QueueGrant
 from pyqueue._statements import QueueStats, Schedule
 from pyqueue.job import Job, TakenJob
 from pyqueue.waiting import wait
@@ -57,10 +61,11 @@ Connection = psycopg.Connection[Any]
 
 # The calls (pyqueue.aio has the same names, its twins) and the result types.
 __all__ = [
-    "Group", "QueueStats", "Schedule", "Step", "cancel", "cancel_jobs", "chain", "claim", "complete",
-    "complete_many", "configure_queue", "discard_dead", "enqueue", "enqueue_callback", "enqueue_many",
-    "every", "fail", "group", "heartbeat", "parent_results", "pause", "reap", "release", "result", "resume",
-    "retry", "retry_dead", "schedules", "snooze", "stats", "status", "take", "unschedule", "wait",
+    "Group", "QueueGrant", "QueueStats", "Schedule", "Step", "cancel", "cancel_jobs", "chain", "claim",
+    "complete", "complete_many", "configure_queue", "discard_dead", "enqueue", "enqueue_callback",
+    "enqueue_many", "every", "fail", "grant_queue", "group", "heartbeat", "parent_results", "pause",
+    "queue_grants", "reap", "release", "result", "resume", "retry", "retry_dead", "revoke_queue", "schedules",
+    "snooze", "stats", "status", "take", "unschedule", "wait",
 ]
 
 

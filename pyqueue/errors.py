@@ -27,6 +27,7 @@ __all__ = [
     "InvalidPeriodicName",
     "InvalidPriority",
     "InvalidQueueName",
+    "InvalidRole",
     "InvalidSetting",
     "InvalidTime",
     "InvalidWorkerName",
@@ -39,6 +40,7 @@ __all__ = [
     "NotReadCommitted",
     "PayloadTooLarge",
     "PgCronMissing",
+    "QueuePrivilegeDenied",
     "UnknownJob",
     "WaitTimeout",
     "error_from_psycopg",
@@ -87,9 +89,11 @@ class InvalidArgument(JobqError, ValueError):
     """JQ017: an argument is NULL or not one of its allowed values: ``fail`` or
     ``fail_held`` with a NULL error, a ``cancel_jobs`` status, an ``every``
     runner, a ``payload_contains`` that is not a JSON object (jobq 0.4), an
-    ``on_parent_failure`` other than 'cancel' or 'run' (jobq 0.6).
+    ``on_parent_failure`` other than 'cancel' or 'run' (jobq 0.6), a
+    ``grant_queue`` privilege other than 'produce', 'consume' or 'read'
+    (jobq 0.9).
 
-    Also the base of every error about a bad argument (JQ001-JQ012, JQ016),
+    Also the base of every error about a bad argument (JQ001-JQ012, JQ016, JQ018, JQ021),
     so all of them are ValueErrors too: ``except pyqueue.InvalidArgument``
     catches any refused input, whether the database or pyqueue's own checks
     (values Python cannot send faithfully: NaN, NUL characters, integers out
@@ -102,7 +106,9 @@ class InvalidArgument(JobqError, ValueError):
 class InvalidQueueName(InvalidArgument):
     """JQ001: a queue name is NULL, empty, over 128 characters or outside
     ``[A-Za-z0-9_.:-]``; or a ``queues`` array is NULL, empty, over 100 names,
-    or (jobq 0.9) of more than one dimension."""
+    or (jobq 0.9) of more than one dimension; or a ``queue_pattern``
+    (``grant_queue``, ``revoke_queue``) is neither a queue name nor the start
+    of one followed by ``*`` (jobq 0.9)."""
 
     SQLSTATE = "JQ001"
 
@@ -225,9 +231,29 @@ class UnknownJob(JobqError):
     """JQ019: a job id jobq does not know where a known job is required: one it
     never issued (a ``depends_on`` parent, a callback member), or, for
     ``result``, ``status``, ``parent_results`` and ``watch``, also one it has
-    forgotten (finished without history, or pruned) (jobq 0.6)."""
+    forgotten (finished without history, or pruned) (jobq 0.6); and, alike,
+    a job of a queue with read grants the caller holds none of, so that ids
+    cannot be probed (jobq 0.9)."""
 
     SQLSTATE = "JQ019"
+
+
+class QueuePrivilegeDenied(JobqError, PermissionError):
+    """JQ020: the caller lacks a per-queue privilege: the queue has grants of
+    ``produce`` (enqueue, enqueue_many, enqueue_callback) or ``consume``
+    (claim, take, hold), and none of them is held by the calling role (the
+    role set with SET ROLE, else the login), directly or through a group
+    role; nor is it a jobq_admin (jobq 0.9). Also a ``PermissionError``."""
+
+    SQLSTATE = "JQ020"
+
+
+class InvalidRole(InvalidArgument):
+    """JQ021: the ``role`` of ``grant_queue`` or ``revoke_queue`` is NULL,
+    empty or not an existing role (``revoke_queue`` also takes a dropped role
+    that still has grants) (jobq 0.9)."""
+
+    SQLSTATE = "JQ021"
 
 
 ERRORS_BY_SQLSTATE: dict[str, type[JobqError]] = {
@@ -251,6 +277,8 @@ ERRORS_BY_SQLSTATE: dict[str, type[JobqError]] = {
         InvalidPeriodicName,
         InvalidDependency,
         UnknownJob,
+        QueuePrivilegeDenied,
+        InvalidRole,
         InvalidArgument,
     )
 }

@@ -358,6 +358,31 @@ CREATE TABLE jobq._queue (
 );
 COMMENT ON TABLE jobq._queue IS 'Per-queue setting overrides; NULL means the default. Private: use jobq.configure_queue().';
 
+-- Per-queue privileges (jobq.grant_queue, since 0.9.0): role may produce,
+-- consume or read on the queues queue_pattern matches (a queue name, or a
+-- prefix followed by *). A queue that some grant of a privilege matches
+-- allows it only to the roles of those grants (and their members) and
+-- jobq_admin; a queue no grant of it matches keeps the role-level rules.
+-- Roles by name, as pg_dump restores them; a dropped role's grants stay
+-- (and keep restricting) until revoked.
+CREATE TABLE jobq._queue_grant (
+    role           text NOT NULL,
+    queue_pattern  text NOT NULL,
+    privilege      text NOT NULL,
+    granted_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    granted_by     text NOT NULL,
+    -- The pattern for LIKE: _ escaped (queue names have no % or \), a trailing * as %.
+    queue_like     text NOT NULL
+                   GENERATED ALWAYS AS (regexp_replace(replace(queue_pattern, '_', '\_'), '[*]$', '%')) STORED,
+    CONSTRAINT queue_grant_pkey PRIMARY KEY (role, queue_pattern, privilege),
+    CONSTRAINT queue_grant_role_length CHECK (char_length(role) BETWEEN 1 AND 63),
+    CONSTRAINT queue_grant_pattern_valid CHECK (
+        queue_pattern ~ '^([A-Za-z0-9_.:-]{1,128}|[A-Za-z0-9_.:-]{0,127}[*])$'),
+    CONSTRAINT queue_grant_privilege_valid CHECK (privilege IN ('produce', 'consume', 'read'))
+);
+COMMENT ON TABLE jobq._queue_grant IS
+    'Per-queue privileges: who may produce, consume or read on the queues a pattern matches. Private: use jobq.grant_queue() and jobq.queue_grants.';
+
 -- Job starts of rate-limited queues: one row per claim, kept one interval.
 CREATE TABLE jobq._rate_start (
     queue       text NOT NULL,
@@ -468,6 +493,7 @@ BEGIN
         -- extension members, so pg_dump keeps them as it keeps any table.
         PERFORM pg_catalog.pg_extension_config_dump('jobq._job_archive_kept', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._queue', '');
+        PERFORM pg_catalog.pg_extension_config_dump('jobq._queue_grant', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._periodic', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._counter', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._key_done', '');
@@ -858,6 +884,158 @@ END
 $$;
 COMMENT ON FUNCTION jobq._check_results(bigint[], jsonb[]) IS
     'Raises JQ010 when results does not pair with ids, JQ003 for a result over its queue''s payload cap.';
+
+---------------------------------------------------------------------------
+-- 4a. per-queue privileges (opt-in): the checks of who may produce, consume or read where
+---------------------------------------------------------------------------
+
+CREATE FUNCTION jobq._caller() RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The role a call into jobq acts for: the role the session chose with
+    -- SET ROLE (PostgreSQL checked the membership when it was set), else the
+    -- login role. Not current_user, which inside jobq's SECURITY DEFINER
+    -- functions is jobq's owner; and not session_user alone, which a
+    -- session that dropped to a lesser role with SET ROLE would still be.
+    RETURN CASE WHEN current_setting('role') = 'none' THEN session_user::text ELSE current_setting('role') END;
+END
+$$;
+COMMENT ON FUNCTION jobq._caller() IS
+    'The role a call acts for: the SET ROLE role, else the login role (per-queue privileges check it).';
+
+CREATE FUNCTION jobq._denied_queue(p_queues text[], p_privilege text) RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_caller oid := to_regrole(quote_ident(jobq._caller()));
+BEGIN
+    -- The first of p_queues on which the caller (jobq._caller()) may not
+    -- p_privilege ('produce', 'consume' or 'read'); NULL when it may on all.
+    -- It may where no grant of that privilege matches the queue (the
+    -- role-level rules alone apply), where it has the privileges of the role
+    -- of one that does (itself, a group role it inherits from, or the role
+    -- it SET ROLE to), and everywhere as jobq_admin. A pattern matches the
+    -- queue it names, or, ending in *, every queue whose name starts with
+    -- what comes before the * (queue_like, its LIKE pattern). Grants of
+    -- dropped roles still match, and nobody holds them (to_regrole: NULL).
+    -- Membership is asked of the matching grants' roles only, however many
+    -- roles the cluster has. PL/pgSQL, not SQL, and a generic plan: it is
+    -- planned once per session (planning it costs more than running it).
+    IF pg_has_role(v_caller, 'jobq_admin', 'USAGE') THEN
+        RETURN NULL;
+    END IF;
+    RETURN (SELECT q.name
+            FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
+            WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                          WHERE g.privilege = p_privilege AND q.name LIKE g.queue_like)
+              AND NOT EXISTS (SELECT FROM jobq._queue_grant AS g
+                              WHERE g.privilege = p_privilege AND q.name LIKE g.queue_like
+                                AND pg_has_role(v_caller, to_regrole(quote_ident(g.role)), 'USAGE'))
+            ORDER BY q.ord
+            LIMIT 1);
+END
+$$;
+COMMENT ON FUNCTION jobq._denied_queue(text[], text) IS
+    'The first queue on which the caller may not produce/consume/read (grants match it, it holds none, not jobq_admin); NULL when none.';
+
+CREATE FUNCTION jobq._check_queue_privilege(p_queues text[], p_privilege text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text := jobq._denied_queue(p_queues, p_privilege);
+BEGIN
+    -- Raise JQ020 for the first of p_queues (valid names) on which the
+    -- caller may not p_privilege (jobq._denied_queue). The public functions
+    -- call it only when some grant of p_privilege matches one of the queues
+    -- (one look at a small table, no function call): a queue that no grant
+    -- matches costs nothing more.
+    IF v_queue IS NOT NULL THEN
+        RAISE EXCEPTION 'jobq: role % lacks the % privilege on queue %',
+                pg_catalog.quote_ident(jobq._caller()), p_privilege, pg_catalog.quote_literal(v_queue)
+            USING ERRCODE = 'JQ020',
+                  DETAIL = pg_catalog.format('Queue %L has per-queue %s grants (jobq.queue_grants): only their roles '
+                                             '(and members) and jobq_admin may %s there.', v_queue, p_privilege, p_privilege),
+                  HINT = pg_catalog.format('A jobq_admin can allow it: SELECT jobq.grant_queue(%L, %L, %L);',
+                                           jobq._caller(), v_queue, p_privilege);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_queue_privilege(text[], text) IS
+    'Raises JQ020 for the first queue on which the caller lacks a privilege (per-queue grants).';
+
+CREATE FUNCTION jobq._job_allowed(p_id bigint, p_privilege text) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    -- Whether the caller may p_privilege on the queue of job p_id, live or
+    -- finished (jobq._denied_queue). True while no grant of p_privilege
+    -- exists (without reading the job), and for an id jobq does not know:
+    -- the caller answers for those as for any unknown id, and so answers
+    -- the same for a job it may not see, which cannot then be probed.
+    IF NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = p_privilege) THEN
+        RETURN true;
+    END IF;
+    SELECT j.queue INTO v_queue FROM jobq._job AS j WHERE j.id = p_id;
+    IF NOT FOUND THEN
+        SELECT a.queue INTO v_queue FROM jobq._job_archive AS a WHERE a.id = p_id;
+    END IF;
+    RETURN v_queue IS NULL OR jobq._denied_queue(ARRAY[v_queue], p_privilege) IS NULL;
+END
+$$;
+COMMENT ON FUNCTION jobq._job_allowed(bigint, text) IS
+    'Whether the caller may produce/consume/read on a job''s queue; true for unknown ids and while no such grant exists.';
+
+CREATE FUNCTION jobq._check_readable_jobs(p_ids bigint[], p_arg text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    -- Raise JQ019 for the lowest of p_ids (depends_on, a callback's members)
+    -- that is a job of a queue the caller may not read, with the words
+    -- jobq._check_parents_issued uses for an id jobq never issued: linking to a job
+    -- needs the right to read it. Nothing while no read grant exists.
+    IF NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read') THEN
+        RETURN;
+    END IF;
+    SELECT u.id INTO v_id
+    FROM unnest(p_ids) AS u(id)
+    WHERE NOT jobq._job_allowed(u.id, 'read')
+    ORDER BY u.id
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'jobq: % names job %, which does not exist', p_arg, v_id
+            USING ERRCODE = 'JQ019', HINT = 'Pass ids that jobq.enqueue() returned.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_readable_jobs(bigint[], text) IS
+    'Raises JQ019 (as for an id never issued) for a job of a queue the caller may not read.';
+
+CREATE VIEW jobq._read_pattern AS
+    -- The patterns of the read grants (queue_like: as LIKE patterns), each
+    -- with whether the current user may read the queues it matches through
+    -- it (it has the privileges of the grant's role, or of jobq_admin). The
+    -- views filter their rows of read-restricted queues by it; as a view
+    -- (not a function) it needs no EXECUTE, which jobq_viewer has on no
+    -- private function.
+    SELECT g.queue_pattern, g.queue_like,
+           pg_catalog.pg_has_role('jobq_admin', 'USAGE') OR coalesce(pg_catalog.pg_has_role(r.oid, 'USAGE'), false)
+               AS held
+    FROM jobq._queue_grant AS g
+    LEFT JOIN pg_catalog.pg_roles AS r ON r.rolname = g.role
+    WHERE g.privilege = 'read';
+COMMENT ON VIEW jobq._read_pattern IS
+    'Read-grant patterns and whether the current user holds one (the views filter rows of read-restricted queues by it). Private.';
 
 ---------------------------------------------------------------------------
 -- 4. private helpers
@@ -2206,7 +2384,12 @@ BEGIN
     -- role can take an advisory lock); each count runs in a statement that
     -- starts after the lock, so it sees every claim that committed before.
     -- Group heads are row-locked (SKIP LOCKED) and re-checked after the
-    -- locks. The jobs this path leases are parked, so the count of a queue's
+    -- locks. A group's order is among its due jobs: a member scheduled for
+    -- later that never started does not hold back the members after it (a
+    -- retry waiting for its backoff, a snoozed or a waiting member does),
+    -- and one that goes ahead also locks the group's oldest member
+    -- (jobq._lock_group_head), so that no two members ever run at once. The
+    -- jobs this path leases are parked, so the count of a queue's
     -- running jobs is an index scan (waiting jobs are parked too, and
     -- skipped). Records the starts of rate-limited queues at p_now, which
     -- the caller also stamps on the jobs as started_at. Jobs taken earlier in
@@ -2245,8 +2428,9 @@ BEGIN
     END LOOP;
 
     -- Candidates: per queue, its most urgent unlocked ready rows (one index
-    -- scan each); a serial-group job only when it heads its group (its row
-    -- lock makes this transaction the group's only claimer of it).
+    -- scan each); a serial-group job only when it heads its group's due
+    -- members and none runs (its row lock makes this transaction the group's
+    -- only claimer of it).
     SELECT array_agg(c.id ORDER BY c.priority, c.run_at, c.id),
            array_agg(c.lease ORDER BY c.priority, c.run_at, c.id),
            array_agg(c.queue ORDER BY c.priority, c.run_at, c.id),
@@ -2261,8 +2445,10 @@ BEGIN
                  WHERE j.queue = q.name AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
                    AND (j.group_key IS NULL
                         OR NOT EXISTS (SELECT FROM jobq._job AS g
-                                       WHERE g.queue = j.queue AND g.group_key = j.group_key
-                                         AND g.id <> j.id AND (g.id < j.id OR g.status = 'running')))
+                                       WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                                         AND (g.status = 'running'
+                                              OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                                       AND g.started_at IS NULL)))))
                  ORDER BY j.priority, j.run_at, j.id
                  LIMIT q.slots
                  FOR UPDATE SKIP LOCKED
@@ -2281,8 +2467,17 @@ BEGIN
         JOIN jobq._job AS j ON j.id = u.id
         WHERE j.group_key IS NULL
            OR NOT EXISTS (SELECT FROM jobq._job AS g
-                          WHERE g.queue = j.queue AND g.group_key = j.group_key
-                            AND g.id <> j.id AND (g.id < j.id OR g.status = 'running'));
+                          WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                            AND (g.status = 'running'
+                                 OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                          AND g.started_at IS NULL))));
+        -- A job that goes ahead of older members not due yet also locks the
+        -- group's oldest one: every claim of the group locks that same row.
+        SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+        INTO v_ids, v_leases, v_names
+        FROM unnest(v_ids, v_leases, v_names) WITH ORDINALITY AS u(id, lease, queue, ord)
+        JOIN jobq._job AS j ON j.id = u.id
+        WHERE j.group_key IS NULL OR jobq._lock_group_head(j.queue, j.group_key, j.id);
     END IF;
 
     IF cardinality(v_rated) > 0 THEN
@@ -2298,6 +2493,34 @@ END
 $$;
 COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
     'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
+
+CREATE FUNCTION jobq._lock_group_head(p_queue text, p_group_key text, p_id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head bigint;
+BEGIN
+    -- Whether this transaction holds the row lock of the oldest live job of
+    -- serial group p_group_key in p_queue: p_id itself (which the claim has
+    -- locked), or an older member not due yet that p_id goes ahead of,
+    -- locked here (SKIP LOCKED: false when another transaction holds it,
+    -- never a wait). Every claim of a group job thus locks that one row, so
+    -- that a member falling due meanwhile is not claimed beside p_id.
+    SELECT g.id INTO v_head
+    FROM jobq._job AS g
+    WHERE g.queue = p_queue AND g.group_key = p_group_key
+    ORDER BY g.id
+    LIMIT 1;
+    IF v_head IS NULL OR v_head = p_id THEN
+        RETURN true;
+    END IF;
+    PERFORM FROM jobq._job AS g WHERE g.id = v_head FOR NO KEY UPDATE SKIP LOCKED;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION jobq._lock_group_head(text, text, bigint) IS
+    'Row-locks the oldest live job of a serial group (SKIP LOCKED) for a claim of a later member; false when another transaction holds it.';
 
 ---------------------------------------------------------------------------
 -- 5. the live jobs at a glance: queue names, running jobs, counts
@@ -2672,11 +2895,15 @@ BEGIN
         PERFORM jobq._check_unique_for(enqueue.unique_for, enqueue.job_key IS NOT NULL, 'job_key');
         PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
     END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like);
     IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                 enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
     END IF;
+    PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
     PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
@@ -2745,6 +2972,9 @@ BEGIN
                                          enqueue_many.on_parent_failure);
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
 
     SELECT p.payload, p.ord INTO v_bad
     FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
@@ -2758,6 +2988,7 @@ BEGIN
     END IF;
 
     IF v_waiting THEN
+        PERFORM jobq._check_readable_jobs(enqueue_many.depends_on, 'depends_on');
         PERFORM jobq._check_parents_issued(enqueue_many.depends_on, 'depends_on');
     END IF;
     IF enqueue_many.job_keys IS NULL AND NOT v_waiting THEN
@@ -2863,6 +3094,10 @@ BEGIN
     PERFORM jobq._check_time(enqueue_callback.run_at, 'run_at');
     PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
     PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue_callback.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_callback.queue LIKE g.queue_like);
+    PERFORM jobq._check_readable_jobs(enqueue_callback.members, 'members');
     PERFORM jobq._check_parents_issued(enqueue_callback.members, 'members');
     v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
                              enqueue_callback.priority,
@@ -2997,6 +3232,9 @@ BEGIN
         PERFORM jobq._check_worker(claim.worker);
         PERFORM jobq._check_claim_args(ARRAY[claim.queue], claim.n, claim.lease);
     END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[claim.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND claim.queue LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
 END
 $$;
@@ -3021,6 +3259,9 @@ BEGIN
         PERFORM jobq._check_worker(claim.worker);
         PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
     END IF;
+    PERFORM jobq._check_queue_privilege(claim.queues, 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(claim.queues) AS q(name)
+                      WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
 END
 $$;
@@ -3092,6 +3333,9 @@ BEGIN
         PERFORM jobq._check_queue(take.queue, 'queue');
         PERFORM jobq._check_claim_args(ARRAY[take.queue], take.n, NULL);
     END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[take.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND take.queue LIKE g.queue_like);
     RETURN QUERY
     WITH held AS (
         SELECT * FROM jobq._lock_ready(take.queue, take.n)
@@ -3119,6 +3363,9 @@ BEGIN
         PERFORM jobq._check_queue(hold.queue, 'queue');
         PERFORM jobq._check_claim_args(ARRAY[hold.queue], hold.n, NULL);
     END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[hold.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND hold.queue LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
 END
 $$;
@@ -3132,6 +3379,7 @@ SET lock_timeout = '5s'
 AS $$
 DECLARE
     v_done integer;
+    v_ids bigint[] := complete_held.ids;
 BEGIN
     -- Acknowledge success of jobs this transaction holds (jobq.hold): they
     -- are done when it commits. Returns how many it completed; leased,
@@ -3151,8 +3399,13 @@ BEGIN
     IF complete_held.results IS NOT NULL THEN
         PERFORM jobq._check_results(complete_held.ids, complete_held.results);
     END IF;
+    IF EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume') THEN
+        -- A job of a queue the caller may not consume is left alone, as an unknown id is.
+        v_ids := ARRAY(SELECT CASE WHEN jobq._job_allowed(u.id, 'consume') THEN u.id END
+                       FROM unnest(complete_held.ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord);
+    END IF;
     SELECT count(*) INTO v_done
-    FROM jobq._finish(complete_held.ids, NULL, 'completed', NULL, true, complete_held.results);
+    FROM jobq._finish(v_ids, NULL, 'completed', NULL, true, complete_held.results);
     RETURN v_done;
 END
 $$;
@@ -3183,6 +3436,9 @@ BEGIN
     PERFORM jobq._check_error(fail_held.error);
     IF fail_held.retry_at IS NOT NULL THEN
         PERFORM jobq._check_time(fail_held.retry_at, 'retry_at');
+    END IF;
+    IF NOT jobq._job_allowed(fail_held.id, 'consume') THEN
+        RETURN false;   -- a job of a queue the caller may not consume: as if another transaction held it
     END IF;
     BEGIN
         SELECT * INTO v_job FROM jobq._job AS j
@@ -3997,7 +4253,8 @@ BEGIN
     -- The state of one job: waiting, ready, scheduled, running, completed,
     -- dead or cancelled. (VOLATILE, as result and parent_results: called in
     -- the statement that enqueued or completed the job, it sees that.) JQ019 for an id jobq does not know (never issued,
-    -- or finished and gone: completed without history, or pruned).
+    -- or finished and gone: completed without history, or pruned), and
+    -- alike for a job of a queue the caller may not read (per-queue grants).
     IF status.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
@@ -4006,7 +4263,7 @@ BEGIN
     IF v_status IS NULL THEN
         SELECT a.status INTO v_status FROM jobq._job_archive AS a WHERE a.id = status.id;
     END IF;
-    IF v_status IS NULL THEN
+    IF v_status IS NULL OR NOT jobq._job_allowed(status.id, 'read') THEN
         RAISE EXCEPTION 'jobq: job % is unknown: never enqueued, or finished and no longer kept', status.id
             USING ERRCODE = 'JQ019',
                   HINT = 'Completed jobs are kept for the queue''s retention (result_retention when they have a result).';
@@ -4027,14 +4284,15 @@ BEGIN
     -- The result a completed job reported (jobq.complete's result). NULL
     -- while the job is unfinished, when it completed without one, and when
     -- it is dead or cancelled (jobq.status tells these apart). JQ019 for an
-    -- id jobq does not know.
+    -- id jobq does not know, or of a queue the caller may not read.
     IF result.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
-    IF EXISTS (SELECT FROM jobq._job AS j WHERE j.id = result.id) THEN
+    IF EXISTS (SELECT FROM jobq._job AS j WHERE j.id = result.id) AND jobq._job_allowed(result.id, 'read') THEN
         RETURN NULL;
     END IF;
-    SELECT a.status, a.result INTO v_job FROM jobq._job_archive AS a WHERE a.id = result.id;
+    SELECT a.status, a.result INTO v_job FROM jobq._job_archive AS a
+    WHERE a.id = result.id AND jobq._job_allowed(result.id, 'read');
     IF NOT FOUND THEN
         RAISE EXCEPTION 'jobq: job % is unknown: never enqueued, or finished and no longer kept', result.id
             USING ERRCODE = 'JQ019',
@@ -4050,17 +4308,21 @@ CREATE FUNCTION jobq.parent_results(id bigint) RETURNS TABLE (parent_id bigint, 
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_open boolean := NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read');
 BEGIN
     -- One row per parent of a job (its depends_on, or a callback's members),
     -- by parent id, with the result that parent completed with: NULL when
     -- it has none, has not completed, or jobq no longer keeps it (a parent's
-    -- result is kept while a child of it is live). No rows for a job without
-    -- parents; JQ019 for an id jobq does not know.
+    -- result is kept while a child of it is live), or is of a queue the
+    -- caller may not read. No rows for a job without parents; JQ019 for an
+    -- id jobq does not know, or of a queue the caller may not read.
     IF parent_results.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
-    IF NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = parent_results.id)
-       AND NOT EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.id = parent_results.id) THEN
+    IF NOT jobq._job_allowed(parent_results.id, 'read')
+       OR (NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = parent_results.id)
+           AND NOT EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.id = parent_results.id)) THEN
         RAISE EXCEPTION 'jobq: job % is unknown: never enqueued, or finished and no longer kept', parent_results.id
             USING ERRCODE = 'JQ019', HINT = 'Read the results of a job''s parents while it is live, e.g. in its handler.';
     END IF;
@@ -4068,6 +4330,7 @@ BEGIN
     SELECT d.parent_id, a.result
     FROM jobq._job_dep AS d
     LEFT JOIN jobq._job_archive AS a ON a.id = d.parent_id AND a.status = 'completed'
+                                        AND (v_open OR jobq._denied_queue(ARRAY[a.queue], 'read') IS NULL)
     WHERE d.child_id = parent_results.id
     ORDER BY d.parent_id;
 END
@@ -4084,8 +4347,9 @@ DECLARE
 BEGIN
     -- Ask to be told when a job finishes: finishing it (completed, dead or
     -- cancelled) sends NOTIFY jobq_finished with its id. Returns its state
-    -- now, as jobq.status() (JQ019 for an unknown id). LISTEN jobq_finished
-    -- before calling this: a job that finishes in between is then either
+    -- now, as jobq.status() (JQ019 for an unknown id, and for a job of a
+    -- queue the caller may not read, which is not watched). LISTEN
+    -- jobq_finished before calling this: a job that finishes in between is then either
     -- notified or already finished here. Jobs nobody watches send nothing
     -- when they finish. The job is marked watched when this transaction
     -- commits (jobq._settle_at_commit), not here: a watcher's open
@@ -4253,6 +4517,109 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq.resume(text) IS 'Lets workers claim from a paused queue again; true when it was paused.';
+
+---------------------------------------------------------------------------
+-- 7c. per-queue privileges (opt-in): grant_queue, revoke_queue, queue_grants
+---------------------------------------------------------------------------
+
+CREATE FUNCTION jobq._check_grant_args(p_role name, p_queue_pattern text, p_privilege text, p_revoking boolean)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise the JQ error of the first bad argument of grant_queue or
+    -- revoke_queue: role NULL, empty or not a role (JQ021; revoke_queue also
+    -- takes the name of a role dropped since, while grants of it remain),
+    -- queue_pattern neither a queue name nor a prefix followed by * (JQ001),
+    -- privilege not 'produce', 'consume' or 'read' (JQ017).
+    IF p_role IS NULL OR p_role = '' THEN
+        RAISE EXCEPTION 'jobq: role must be the name of a role, got %', coalesce(pg_catalog.quote_literal(p_role), 'NULL')
+            USING ERRCODE = 'JQ021', HINT = 'Pass a role name, e.g. ''billing_app'' (CREATE ROLE it first).';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles AS r WHERE r.rolname = p_role)
+       AND NOT (p_revoking AND EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.role = p_role)) THEN
+        RAISE EXCEPTION 'jobq: role must be an existing role, got %', pg_catalog.quote_literal(p_role)
+            USING ERRCODE = 'JQ021',
+                  HINT = 'Names are case-sensitive here: spell it as pg_roles.rolname does, or CREATE ROLE it first.';
+    END IF;
+    IF p_queue_pattern IS NULL OR p_queue_pattern !~ '^([A-Za-z0-9_.:-]{1,128}|[A-Za-z0-9_.:-]{0,127}[*])$' THEN
+        RAISE EXCEPTION 'jobq: queue_pattern must be a queue name, or the start of one followed by *, got %',
+                coalesce(pg_catalog.quote_literal(pg_catalog.left(p_queue_pattern, 200)), 'NULL')
+            USING ERRCODE = 'JQ001',
+                  HINT = '''billing.invoices'' is that queue, ''billing.*'' every queue whose name starts with '
+                         '''billing.'', ''*'' every queue; _ and . stand for themselves.';
+    END IF;
+    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'consume', 'read') THEN
+        RAISE EXCEPTION 'jobq: privilege must be ''produce'', ''consume'' or ''read'', got %',
+                coalesce(pg_catalog.quote_literal(pg_catalog.left(p_privilege, 200)), 'NULL')
+            USING ERRCODE = 'JQ017',
+                  HINT = 'produce: enqueue, enqueue_many, enqueue_callback; consume: claim, take, hold; '
+                         'read: status, result, parent_results, watch and the rows of jobq.jobs.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_grant_args(name, text, text, boolean) IS
+    'Raises the JQ error of the first bad grant_queue/revoke_queue argument (role JQ021, queue_pattern JQ001, privilege JQ017).';
+
+CREATE FUNCTION jobq.grant_queue(role name, queue_pattern text, privilege text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Let role (and the roles that inherit from it, or SET ROLE to it)
+    -- produce ('produce': enqueue, enqueue_many, enqueue_callback), consume
+    -- ('consume': claim, take, hold, complete_held, fail_held) or read
+    -- ('read': status, result, parent_results, watch, naming jobs in
+    -- depends_on or members, and the rows of jobq.jobs, job_errors and
+    -- job_dependencies) on the queues queue_pattern matches: a queue name,
+    -- or a prefix followed by * ('*' alone: every queue). Opt-in: a queue
+    -- that a grant of a privilege matches allows it to the roles of such
+    -- grants and to jobq_admin only; a queue none matches keeps the
+    -- role-level rules. It grants no EXECUTE: role still needs jobq_producer
+    -- or jobq_worker. True when the grant is new, false when it was there.
+    PERFORM jobq._check_grant_args(grant_queue.role, grant_queue.queue_pattern, grant_queue.privilege, false);
+    INSERT INTO jobq._queue_grant AS g (role, queue_pattern, privilege, granted_by)
+    VALUES (grant_queue.role, grant_queue.queue_pattern, grant_queue.privilege, jobq._caller())
+    ON CONFLICT ON CONSTRAINT queue_grant_pkey DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION jobq.grant_queue(name, text, text) IS
+    'Lets a role produce, consume or read on the queues a pattern matches; those queues then allow it to granted roles and jobq_admin only. True when new.';
+
+CREATE FUNCTION jobq.revoke_queue(role name, queue_pattern text, privilege text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Remove a grant of jobq.grant_queue, named by the same arguments (the
+    -- pattern as granted, not a queue it matches). True when there was one.
+    -- A queue that no grant of the privilege matches any more is back to the
+    -- role-level rules: every jobq_producer may produce there again, every
+    -- jobq_worker consume, both read.
+    PERFORM jobq._check_grant_args(revoke_queue.role, revoke_queue.queue_pattern, revoke_queue.privilege, true);
+    DELETE FROM jobq._queue_grant AS g
+    WHERE g.role = revoke_queue.role AND g.queue_pattern = revoke_queue.queue_pattern
+      AND g.privilege = revoke_queue.privilege;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION jobq.revoke_queue(name, text, text) IS
+    'Removes a grant_queue grant (same arguments); true when there was one. Queues no grant of the privilege matches are back to the role-level rules.';
+
+CREATE VIEW jobq.queue_grants AS
+    -- Per-queue privileges (jobq.grant_queue): role may produce, consume or
+    -- read on the queues queue_pattern matches. A queue that some grant of a
+    -- privilege matches allows it only to those grants' roles (and their
+    -- members) and jobq_admin. role_exists is false for a role dropped since
+    -- the grant: the grant still restricts its queues (revoke it with
+    -- jobq.revoke_queue), and a new role of that name would hold it.
+    SELECT g.role, g.queue_pattern, g.privilege, g.granted_at, g.granted_by,
+           EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.rolname = g.role) AS role_exists
+    FROM jobq._queue_grant AS g;
+COMMENT ON VIEW jobq.queue_grants IS
+    'Per-queue privileges: which role may produce, consume or read on the queues a pattern matches (jobq.grant_queue).';
 
 CREATE FUNCTION jobq._require_pg_cron() RETURNS void
 LANGUAGE plpgsql STABLE
@@ -4753,17 +5120,28 @@ CREATE VIEW jobq.jobs AS
     -- completed job reported; cancelled_by: the ancestor whose failure
     -- cancelled it. Paged newest first by id within a queue, both halves
     -- read an index (the primary key, and (queue, id) of the archive).
-    SELECT j.id, j.queue, j.payload,
-           CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
-           j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
-           j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
-           j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by
-    FROM jobq._job AS j
-    UNION ALL
-    SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
-           a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
-           a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by
-    FROM jobq._job_archive AS a;
+    -- Jobs of a queue with read grants (jobq.grant_queue) show only to the
+    -- roles that hold one and jobq_admin; while no read grant exists, one
+    -- look at an empty table decides for every row. The filter stands
+    -- outside the UNION ALL: a subquery in a half's WHERE would keep the
+    -- planner from merging the halves' index scans.
+    SELECT u.*
+    FROM (
+        SELECT j.id, j.queue, j.payload,
+               CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
+               j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
+               j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
+               j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by
+        FROM jobq._job AS j
+        UNION ALL
+        SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
+               a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
+               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by
+        FROM jobq._job_archive AS a
+    ) AS u
+    WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
+       OR coalesce((SELECT bool_or(p.held) FROM jobq._read_pattern AS p
+                    WHERE u.queue LIKE p.queue_like), true);
 COMMENT ON VIEW jobq.jobs IS 'All live and finished jobs with a single status column (for operators).';
 
 CREATE VIEW jobq.queues AS
@@ -4839,17 +5217,24 @@ CREATE VIEW jobq.job_errors AS
     -- The error of every failed attempt of the jobs jobq still knows (the
     -- last 25 per job; jobq.jobs.last_error is the latest): from jobq.fail,
     -- jobq.fail_held, and leases that expired (jobq.reap). attempt starts
-    -- again at 1 after a retry of a dead job: failed_at orders them.
+    -- again at 1 after a retry of a dead job: failed_at orders them. Only
+    -- of the jobs jobq.jobs shows the reader (per-queue read grants).
     SELECT e.job_id, e.attempt, e.error, e.failed_at, e.worker
-    FROM jobq._job_error AS e;
+    FROM jobq._job_error AS e
+    WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
+       OR EXISTS (SELECT FROM jobq.jobs AS j WHERE j.id = e.job_id);
 COMMENT ON VIEW jobq.job_errors IS 'The error of each failed attempt of a job (the last 25 per job), with its attempt, time and worker.';
 
 CREATE VIEW jobq.job_dependencies AS
     -- The dependency edges of the jobs jobq still knows: child_id waits for
     -- (or waited for) parent_id. An edge lives as long as its child; the
     -- parent may be gone already (completed without history, or pruned).
+    -- Only the edges of children jobq.jobs shows the reader (per-queue read
+    -- grants).
     SELECT d.child_id, d.parent_id
-    FROM jobq._job_dep AS d;
+    FROM jobq._job_dep AS d
+    WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
+       OR EXISTS (SELECT FROM jobq.jobs AS j WHERE j.id = d.child_id);
 COMMENT ON VIEW jobq.job_dependencies IS 'Job dependencies: child_id depends on parent_id (depends_on, or a batch callback''s members).';
 
 CREATE VIEW jobq.archive_partitions AS
@@ -5009,6 +5394,11 @@ GRANT SELECT ON jobq.archive_partitions TO jobq_viewer;
 -- cannot), so their readers may call them.
 GRANT EXECUTE ON FUNCTION jobq._queue_counts(), jobq._running() TO jobq_viewer;
 GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
+-- Per-queue privileges (since 0.9.0): admins grant and revoke them; viewers
+-- (and so admins) see them.
+GRANT EXECUTE ON FUNCTION jobq.grant_queue(name, text, text), jobq.revoke_queue(name, text, text) TO jobq_admin;
+GRANT SELECT ON jobq.queue_grants TO jobq_viewer;
+GRANT SELECT ON jobq._queue_grant, jobq._read_pattern TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

@@ -89,6 +89,7 @@ SNAPSHOT_TABLES = {  # table -> its key, for a stable order
     "jobq._key_done": "queue, job_key",
     "jobq._taken": "xact, queue, n",
     "jobq._job_error": "job_id, failed_at, attempt, error",
+    "jobq._queue_grant": "role, queue_pattern, privilege",
 }
 
 

@@ -2,8 +2,9 @@
 tiny size and without any timing assertion (their figures are what
 ``make bench`` prints): the prune comparison empties both archives, the
 partitioned copy of the live table runs jobq unchanged, and the soak's
-verdict catches drift, growth and a slowing pickup, and the pooler counts
-the round of median ratio and refuses bad sizes. A bench program stopped by
+verdict catches drift, growth and a slowing pickup, the pooler counts
+the round of median ratio and refuses bad sizes, and the queue-grants
+comparison measures every workload on every configuration. A bench program stopped by
 SIGTERM mid-drain stops its driver processes, PgBouncer and its throwaway
 server before it exits. (The pooler's drain is exercised by
 tests/test_pooler_fleet.py.) The cold-start benchmark (issue 24) refuses
@@ -28,9 +29,10 @@ import psycopg
 import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
-from pyqueue.bench import cold_start, cold_systems, pooler, prune, queue_partitions, soak
+from pyqueue.bench import cold_start, cold_systems, pooler, prune, queue_grants, queue_partitions, soak
 from pyqueue.bench.harness import Role, Run, Signals, Task
 from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
+from tests.chaos_support import drop_login_role
 from tests.conftest import proc_dsn
 from tests.coord_support import Conn, scalar
 from tests.process_support import descendants, processes_mentioning, running
@@ -60,6 +62,26 @@ def test_jobq_runs_unchanged_on_a_live_table_partitioned_by_queue(conn: Conn) ->
     with pytest.raises(psycopg.errors.UniqueViolation):
         conn.execute("INSERT INTO jobq._job (id, queue, payload, max_attempts) VALUES (%s, %s, '{}', 1)",
                      (ids[0], queues[0]))
+
+
+def test_the_queue_grants_benchmark_measures_every_workload_on_every_configuration(
+    conn: Conn, postgresql_proc: PostgreSQLExecutor
+) -> None:
+    try:
+        sizes = queue_grants.Sizes(jobs=300, calls=100, consumers=2, producers=2)
+        result = queue_grants.measure(proc_dsn(postgresql_proc, "postgres"), sizes, rounds=1, grants=2)
+    finally:
+        drop_login_role(conn, queue_grants.APP_ROLE)
+        conn.execute(f"DROP ROLE {queue_grants.OTHER_ROLE}")
+    assert set(result["figures"]) == set(queue_grants.THROUGHPUT + queue_grants.CPU)
+    for workload, by_label in result["figures"].items():
+        assert set(by_label) == set(queue_grants.LABELS)
+        assert all(len(values) == 1 and values[0] >= 0 for values in by_label.values()), (workload, by_label)
+    for workload in queue_grants.THROUGHPUT:
+        assert all(values[0] > 0 for values in result["figures"][workload].values()), workload
+    summary = queue_grants.summary(result)
+    assert "server CPU µs per job" in summary and f"(goal <= {queue_grants.GOAL})" in summary
+    assert scalar(conn, "SELECT count(*) FROM pg_database WHERE datname LIKE 'jobq_bench_grants_%'") == 0
 
 
 def series(rates: list[float], *, dead: list[int] | None = None, p99: list[float] | None = None,

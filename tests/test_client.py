@@ -363,6 +363,16 @@ def _duplicate_parent(conn: Conn) -> Callable[[], object]:
     return lambda: pyqueue.enqueue(conn, "q", {}, depends_on=[parent, parent])
 
 
+def _produce_without_the_queues_grant(conn: Conn) -> Callable[[], object]:
+    assert pyqueue.grant_queue(conn, "jobq_worker", "locked", "produce")
+
+    def call() -> object:
+        with psycopg.connect(conn.info.dsn) as other:
+            other.execute("SET ROLE jobq_producer")  # a producer, but not of this queue
+            return pyqueue.enqueue(other, "locked", {})
+    return call
+
+
 BAD_CALLS: dict[str, tuple[type[errors.JobqError], Callable[[Conn], Callable[[], object]]]] = {
     "JQ001": (errors.InvalidQueueName, lambda c: lambda: pyqueue.enqueue(c, "no spaces", {})),
     "JQ002": (errors.InvalidPayload, lambda c: lambda: pyqueue.enqueue(c, "q", [1, 2])),  # type: ignore[arg-type]
@@ -385,6 +395,9 @@ BAD_CALLS: dict[str, tuple[type[errors.JobqError], Callable[[Conn], Callable[[],
     "JQ017": (errors.InvalidArgument, lambda c: _raw(c, "SELECT jobq.cancel_jobs('q', 'nonsense')")),
     "JQ018": (errors.InvalidDependency, _duplicate_parent),
     "JQ019": (errors.UnknownJob, lambda c: lambda: pyqueue.enqueue(c, "q", {}, depends_on=[10**12])),
+    "JQ020": (errors.QueuePrivilegeDenied, _produce_without_the_queues_grant),
+    "JQ021": (errors.InvalidRole,
+              lambda c: lambda: pyqueue.grant_queue(c, "no_such_role_jq021", "q", "read")),
 }
 
 
@@ -407,7 +420,7 @@ def test_bad_input_raises_its_typed_error_and_changes_nothing(conn: Conn, sqlsta
 
 
 def test_every_sqlstate_has_its_class() -> None:
-    assert sorted(errors.ERRORS_BY_SQLSTATE) == [f"JQ{i:03d}" for i in range(1, 20)]
+    assert sorted(errors.ERRORS_BY_SQLSTATE) == [f"JQ{i:03d}" for i in range(1, 22)]
     assert sorted(BAD_CALLS) == sorted(errors.ERRORS_BY_SQLSTATE)
     for sqlstate, cls in errors.ERRORS_BY_SQLSTATE.items():
         assert issubclass(cls, pyqueue.JobqError) and sqlstate == cls.SQLSTATE

@@ -221,6 +221,14 @@ CASES: dict[str, Case] = {
     "discard_dead older_than True": c("discard_dead", q("dead"), errors.InvalidInterval, "older_than",
                                       older_than=True),
     "pause queue NUL": c("pause", q(NUL), errors.InvalidQueueName, "queue"),
+    "grant_queue role NUL": c("grant_queue", q(NUL, "q", "read"), errors.InvalidRole, "role"),
+    "grant_queue queue_pattern surrogate": c("grant_queue", q("jobq_worker", SURROGATE, "read"),
+                                             errors.InvalidQueueName, "queue_pattern"),
+    "grant_queue privilege an int": c("grant_queue", q("jobq_worker", "q", 1), errors.InvalidArgument,
+                                      "privilege"),
+    "revoke_queue role an int": c("revoke_queue", q(7, "q", "read"), errors.InvalidRole, "role"),
+    "revoke_queue privilege NUL": c("revoke_queue", q("jobq_worker", "q", NUL), errors.InvalidArgument,
+                                    "privilege"),
     "resume queue lone surrogate": c("resume", q(SURROGATE), errors.InvalidQueueName, "queue"),
     # --- configure_queue
     "configure_queue queue NUL": c("configure_queue", q(NUL), errors.InvalidQueueName, "queue", lease=60),
@@ -331,7 +339,7 @@ def test_the_async_twin_refuses_it_too(bad_db: Conn, seed: Seed, name: str) -> N
 def test_every_public_client_call_has_cases_and_an_async_twin() -> None:
     covered = {case.function for case in CASES.values()}
     calls = {name for name in pyqueue.client.__all__ if name[0].islower()}
-    assert calls - covered == {"schedules", "stats"}  # no arguments to check
+    assert calls - covered == {"queue_grants", "schedules", "stats"}  # no arguments to check
     for name in calls:
         assert asyncio.iscoroutinefunction(getattr(aio, name)) or name == "take", name
 

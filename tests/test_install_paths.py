@@ -1,6 +1,7 @@
 """The two install paths of SPEC §1 give the same jobq: CREATE EXTENSION
 (after `make install`) and the plain script (psql -f / managed Postgres).
-Also: an extension install survives pg_dump/pg_restore with its jobs."""
+Also: an extension install survives pg_dump/pg_restore with its jobs,
+settings and per-queue grants."""
 
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ def test_jobs_and_settings_survive_pg_dump_of_an_extension_install(
         for n in range(3)
     ]
     extension_db.execute("SELECT jobq.configure_queue('mail', max_attempts => 7)")
+    extension_db.execute("SELECT jobq.grant_queue('jobq_worker', 'mail*', 'consume')")
     dump = tmp_path_factory.mktemp("dump") / "jobq.dump"
     source = proc_dsn(postgresql_proc, "jobq_as_extension")
     subprocess.run([str(find_bindir() / "pg_dump"), "-Fc", "-f", str(dump), "-d", source], check=True)
@@ -82,6 +84,8 @@ def test_jobs_and_settings_survive_pg_dump_of_an_extension_install(
         assert rows == [row for row in ids]
         settings = restored.execute("SELECT max_attempts FROM jobq.queues WHERE queue = 'mail'").fetchone()
         assert settings == (7,)
+        grants = restored.execute("SELECT role, queue_pattern, privilege FROM jobq.queue_grants").fetchall()
+        assert grants == [("jobq_worker", "mail*", "consume")], "per-queue privileges are settings too"
         # The identity sequence came along: new jobs do not collide with restored ones.
         new_id = restored.execute("SELECT jobq.enqueue('mail', '{}')").fetchone()
         assert new_id is not None and new_id not in rows

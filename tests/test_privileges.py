@@ -1,6 +1,7 @@
 """The role matrix, for real: LOGIN roles that are members of jobq_producer,
 jobq_worker, jobq_admin, jobq_viewer (0.5.0: the views and metrics() only;
-0.6.0: producers and workers also read a job's state and results),
+0.6.0: producers and workers also read a job's state and results; 0.9.0:
+admins grant per-queue privileges, viewers see them),
 and one of none of them, connect and try every
 public function (with valid arguments), every view, direct SELECT / INSERT /
 UPDATE / DELETE / TRUNCATE on every jobq table, the job id sequence and a
@@ -131,6 +132,10 @@ FUNCTIONS: dict[str, Call] = {
                                                  allowed_error="JQ014"),
     "jobq.unschedule_maintenance()": Call("SELECT jobq.unschedule_maintenance()", OPERATE,
                                           allowed_error="JQ014"),
+    "jobq.grant_queue(name,text,text)":
+        Call("SELECT jobq.grant_queue('jobq_worker', 'priv*', 'read')", OPERATE),
+    "jobq.revoke_queue(name,text,text)":
+        Call("SELECT jobq.revoke_queue('jobq_worker', 'priv*', 'read')", OPERATE),
 }
 
 PRIVATE_HELPERS: dict[str, Call] = {
@@ -155,10 +160,10 @@ PRIVATE_HELPERS: dict[str, Call] = {
 }
 
 TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration", "_counter", "_key_done",
-          "_taken", "_job_error", "_job_dep", "_job_wait")
+          "_taken", "_job_error", "_job_dep", "_job_wait", "_queue_grant")
 VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors", "job_dependencies",
-         "archive_partitions")
-PRIVATE_VIEWS = ("_queue_defaults", "_live_queues", "_dead_queues")
+         "archive_partitions", "queue_grants")
+PRIVATE_VIEWS = ("_queue_defaults", "_live_queues", "_dead_queues", "_read_pattern")
 # The archive's partitions (since 0.7.0): read through jobq._job_archive only.
 # The default one comes with the install; day partitions (_job_archive_pYYYYMMDD)
 # with jobq.prune().

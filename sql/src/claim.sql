@@ -120,6 +120,9 @@ BEGIN
         PERFORM jobq._check_worker(claim.worker);
         PERFORM jobq._check_claim_args(ARRAY[claim.queue], claim.n, claim.lease);
     END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[claim.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND claim.queue LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
 END
 $$;
@@ -144,6 +147,9 @@ BEGIN
         PERFORM jobq._check_worker(claim.worker);
         PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
     END IF;
+    PERFORM jobq._check_queue_privilege(claim.queues, 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(claim.queues) AS q(name)
+                      WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
 END
 $$;
@@ -215,6 +221,9 @@ BEGIN
         PERFORM jobq._check_queue(take.queue, 'queue');
         PERFORM jobq._check_claim_args(ARRAY[take.queue], take.n, NULL);
     END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[take.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND take.queue LIKE g.queue_like);
     RETURN QUERY
     WITH held AS (
         SELECT * FROM jobq._lock_ready(take.queue, take.n)
@@ -242,6 +251,9 @@ BEGIN
         PERFORM jobq._check_queue(hold.queue, 'queue');
         PERFORM jobq._check_claim_args(ARRAY[hold.queue], hold.n, NULL);
     END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[hold.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND hold.queue LIKE g.queue_like);
     RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
 END
 $$;

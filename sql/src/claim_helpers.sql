@@ -197,7 +197,12 @@ BEGIN
     -- role can take an advisory lock); each count runs in a statement that
     -- starts after the lock, so it sees every claim that committed before.
     -- Group heads are row-locked (SKIP LOCKED) and re-checked after the
-    -- locks. The jobs this path leases are parked, so the count of a queue's
+    -- locks. A group's order is among its due jobs: a member scheduled for
+    -- later that never started does not hold back the members after it (a
+    -- retry waiting for its backoff, a snoozed or a waiting member does),
+    -- and one that goes ahead also locks the group's oldest member
+    -- (jobq._lock_group_head), so that no two members ever run at once. The
+    -- jobs this path leases are parked, so the count of a queue's
     -- running jobs is an index scan (waiting jobs are parked too, and
     -- skipped). Records the starts of rate-limited queues at p_now, which
     -- the caller also stamps on the jobs as started_at. Jobs taken earlier in
@@ -236,8 +241,9 @@ BEGIN
     END LOOP;
 
     -- Candidates: per queue, its most urgent unlocked ready rows (one index
-    -- scan each); a serial-group job only when it heads its group (its row
-    -- lock makes this transaction the group's only claimer of it).
+    -- scan each); a serial-group job only when it heads its group's due
+    -- members and none runs (its row lock makes this transaction the group's
+    -- only claimer of it).
     SELECT array_agg(c.id ORDER BY c.priority, c.run_at, c.id),
            array_agg(c.lease ORDER BY c.priority, c.run_at, c.id),
            array_agg(c.queue ORDER BY c.priority, c.run_at, c.id),
@@ -252,8 +258,10 @@ BEGIN
                  WHERE j.queue = q.name AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
                    AND (j.group_key IS NULL
                         OR NOT EXISTS (SELECT FROM jobq._job AS g
-                                       WHERE g.queue = j.queue AND g.group_key = j.group_key
-                                         AND g.id <> j.id AND (g.id < j.id OR g.status = 'running')))
+                                       WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                                         AND (g.status = 'running'
+                                              OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                                       AND g.started_at IS NULL)))))
                  ORDER BY j.priority, j.run_at, j.id
                  LIMIT q.slots
                  FOR UPDATE SKIP LOCKED
@@ -272,8 +280,17 @@ BEGIN
         JOIN jobq._job AS j ON j.id = u.id
         WHERE j.group_key IS NULL
            OR NOT EXISTS (SELECT FROM jobq._job AS g
-                          WHERE g.queue = j.queue AND g.group_key = j.group_key
-                            AND g.id <> j.id AND (g.id < j.id OR g.status = 'running'));
+                          WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                            AND (g.status = 'running'
+                                 OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                          AND g.started_at IS NULL))));
+        -- A job that goes ahead of older members not due yet also locks the
+        -- group's oldest one: every claim of the group locks that same row.
+        SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+        INTO v_ids, v_leases, v_names
+        FROM unnest(v_ids, v_leases, v_names) WITH ORDINALITY AS u(id, lease, queue, ord)
+        JOIN jobq._job AS j ON j.id = u.id
+        WHERE j.group_key IS NULL OR jobq._lock_group_head(j.queue, j.group_key, j.id);
     END IF;
 
     IF cardinality(v_rated) > 0 THEN
@@ -289,3 +306,31 @@ END
 $$;
 COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
     'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
+
+CREATE FUNCTION jobq._lock_group_head(p_queue text, p_group_key text, p_id bigint) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head bigint;
+BEGIN
+    -- Whether this transaction holds the row lock of the oldest live job of
+    -- serial group p_group_key in p_queue: p_id itself (which the claim has
+    -- locked), or an older member not due yet that p_id goes ahead of,
+    -- locked here (SKIP LOCKED: false when another transaction holds it,
+    -- never a wait). Every claim of a group job thus locks that one row, so
+    -- that a member falling due meanwhile is not claimed beside p_id.
+    SELECT g.id INTO v_head
+    FROM jobq._job AS g
+    WHERE g.queue = p_queue AND g.group_key = p_group_key
+    ORDER BY g.id
+    LIMIT 1;
+    IF v_head IS NULL OR v_head = p_id THEN
+        RETURN true;
+    END IF;
+    PERFORM FROM jobq._job AS g WHERE g.id = v_head FOR NO KEY UPDATE SKIP LOCKED;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION jobq._lock_group_head(text, text, bigint) IS
+    'Row-locks the oldest live job of a serial group (SKIP LOCKED) for a claim of a later member; false when another transaction holds it.';

@@ -5,6 +5,7 @@ SET lock_timeout = '5s'
 AS $$
 DECLARE
     v_done integer;
+    v_ids bigint[] := complete_held.ids;
 BEGIN
     -- Acknowledge success of jobs this transaction holds (jobq.hold): they
     -- are done when it commits. Returns how many it completed; leased,
@@ -24,8 +25,13 @@ BEGIN
     IF complete_held.results IS NOT NULL THEN
         PERFORM jobq._check_results(complete_held.ids, complete_held.results);
     END IF;
+    IF EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'consume') THEN
+        -- A job of a queue the caller may not consume is left alone, as an unknown id is.
+        v_ids := ARRAY(SELECT CASE WHEN jobq._job_allowed(u.id, 'consume') THEN u.id END
+                       FROM unnest(complete_held.ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord);
+    END IF;
     SELECT count(*) INTO v_done
-    FROM jobq._finish(complete_held.ids, NULL, 'completed', NULL, true, complete_held.results);
+    FROM jobq._finish(v_ids, NULL, 'completed', NULL, true, complete_held.results);
     RETURN v_done;
 END
 $$;
@@ -56,6 +62,9 @@ BEGIN
     PERFORM jobq._check_error(fail_held.error);
     IF fail_held.retry_at IS NOT NULL THEN
         PERFORM jobq._check_time(fail_held.retry_at, 'retry_at');
+    END IF;
+    IF NOT jobq._job_allowed(fail_held.id, 'consume') THEN
+        RETURN false;   -- a job of a queue the caller may not consume: as if another transaction held it
     END IF;
     BEGIN
         SELECT * INTO v_job FROM jobq._job AS j

@@ -47,11 +47,15 @@ BEGIN
         PERFORM jobq._check_unique_for(enqueue.unique_for, enqueue.job_key IS NOT NULL, 'job_key');
         PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
     END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like);
     IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                 enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
     END IF;
+    PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
     PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
@@ -120,6 +124,9 @@ BEGIN
                                          enqueue_many.on_parent_failure);
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
 
     SELECT p.payload, p.ord INTO v_bad
     FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
@@ -133,6 +140,7 @@ BEGIN
     END IF;
 
     IF v_waiting THEN
+        PERFORM jobq._check_readable_jobs(enqueue_many.depends_on, 'depends_on');
         PERFORM jobq._check_parents_issued(enqueue_many.depends_on, 'depends_on');
     END IF;
     IF enqueue_many.job_keys IS NULL AND NOT v_waiting THEN
@@ -238,6 +246,10 @@ BEGIN
     PERFORM jobq._check_time(enqueue_callback.run_at, 'run_at');
     PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
     PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue_callback.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_callback.queue LIKE g.queue_like);
+    PERFORM jobq._check_readable_jobs(enqueue_callback.members, 'members');
     PERFORM jobq._check_parents_issued(enqueue_callback.members, 'members');
     v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
                              enqueue_callback.priority,

@@ -99,6 +99,11 @@ GRANT SELECT ON jobq.archive_partitions TO jobq_viewer;
 -- cannot), so their readers may call them.
 GRANT EXECUTE ON FUNCTION jobq._queue_counts(), jobq._running() TO jobq_viewer;
 GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
+-- Per-queue privileges (since 0.9.0): admins grant and revoke them; viewers
+-- (and so admins) see them.
+GRANT EXECUTE ON FUNCTION jobq.grant_queue(name, text, text), jobq.revoke_queue(name, text, text) TO jobq_admin;
+GRANT SELECT ON jobq.queue_grants TO jobq_viewer;
+GRANT SELECT ON jobq._queue_grant, jobq._read_pattern TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

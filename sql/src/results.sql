@@ -12,7 +12,8 @@ BEGIN
     -- The state of one job: waiting, ready, scheduled, running, completed,
     -- dead or cancelled. (VOLATILE, as result and parent_results: called in
     -- the statement that enqueued or completed the job, it sees that.) JQ019 for an id jobq does not know (never issued,
-    -- or finished and gone: completed without history, or pruned).
+    -- or finished and gone: completed without history, or pruned), and
+    -- alike for a job of a queue the caller may not read (per-queue grants).
     IF status.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
@@ -21,7 +22,7 @@ BEGIN
     IF v_status IS NULL THEN
         SELECT a.status INTO v_status FROM jobq._job_archive AS a WHERE a.id = status.id;
     END IF;
-    IF v_status IS NULL THEN
+    IF v_status IS NULL OR NOT jobq._job_allowed(status.id, 'read') THEN
         RAISE EXCEPTION 'jobq: job % is unknown: never enqueued, or finished and no longer kept', status.id
             USING ERRCODE = 'JQ019',
                   HINT = 'Completed jobs are kept for the queue''s retention (result_retention when they have a result).';
@@ -42,14 +43,15 @@ BEGIN
     -- The result a completed job reported (jobq.complete's result). NULL
     -- while the job is unfinished, when it completed without one, and when
     -- it is dead or cancelled (jobq.status tells these apart). JQ019 for an
-    -- id jobq does not know.
+    -- id jobq does not know, or of a queue the caller may not read.
     IF result.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
-    IF EXISTS (SELECT FROM jobq._job AS j WHERE j.id = result.id) THEN
+    IF EXISTS (SELECT FROM jobq._job AS j WHERE j.id = result.id) AND jobq._job_allowed(result.id, 'read') THEN
         RETURN NULL;
     END IF;
-    SELECT a.status, a.result INTO v_job FROM jobq._job_archive AS a WHERE a.id = result.id;
+    SELECT a.status, a.result INTO v_job FROM jobq._job_archive AS a
+    WHERE a.id = result.id AND jobq._job_allowed(result.id, 'read');
     IF NOT FOUND THEN
         RAISE EXCEPTION 'jobq: job % is unknown: never enqueued, or finished and no longer kept', result.id
             USING ERRCODE = 'JQ019',
@@ -65,17 +67,21 @@ CREATE FUNCTION jobq.parent_results(id bigint) RETURNS TABLE (parent_id bigint, 
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_open boolean := NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read');
 BEGIN
     -- One row per parent of a job (its depends_on, or a callback's members),
     -- by parent id, with the result that parent completed with: NULL when
     -- it has none, has not completed, or jobq no longer keeps it (a parent's
-    -- result is kept while a child of it is live). No rows for a job without
-    -- parents; JQ019 for an id jobq does not know.
+    -- result is kept while a child of it is live), or is of a queue the
+    -- caller may not read. No rows for a job without parents; JQ019 for an
+    -- id jobq does not know, or of a queue the caller may not read.
     IF parent_results.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
-    IF NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = parent_results.id)
-       AND NOT EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.id = parent_results.id) THEN
+    IF NOT jobq._job_allowed(parent_results.id, 'read')
+       OR (NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = parent_results.id)
+           AND NOT EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.id = parent_results.id)) THEN
         RAISE EXCEPTION 'jobq: job % is unknown: never enqueued, or finished and no longer kept', parent_results.id
             USING ERRCODE = 'JQ019', HINT = 'Read the results of a job''s parents while it is live, e.g. in its handler.';
     END IF;
@@ -83,6 +89,7 @@ BEGIN
     SELECT d.parent_id, a.result
     FROM jobq._job_dep AS d
     LEFT JOIN jobq._job_archive AS a ON a.id = d.parent_id AND a.status = 'completed'
+                                        AND (v_open OR jobq._denied_queue(ARRAY[a.queue], 'read') IS NULL)
     WHERE d.child_id = parent_results.id
     ORDER BY d.parent_id;
 END
@@ -99,8 +106,9 @@ DECLARE
 BEGIN
     -- Ask to be told when a job finishes: finishing it (completed, dead or
     -- cancelled) sends NOTIFY jobq_finished with its id. Returns its state
-    -- now, as jobq.status() (JQ019 for an unknown id). LISTEN jobq_finished
-    -- before calling this: a job that finishes in between is then either
+    -- now, as jobq.status() (JQ019 for an unknown id, and for a job of a
+    -- queue the caller may not read, which is not watched). LISTEN
+    -- jobq_finished before calling this: a job that finishes in between is then either
     -- notified or already finished here. Jobs nobody watches send nothing
     -- when they finish. The job is marked watched when this transaction
     -- commits (jobq._settle_at_commit), not here: a watcher's open

@@ -255,6 +255,31 @@ CREATE TABLE jobq._queue (
 );
 COMMENT ON TABLE jobq._queue IS 'Per-queue setting overrides; NULL means the default. Private: use jobq.configure_queue().';
 
+-- Per-queue privileges (jobq.grant_queue, since 0.9.0): role may produce,
+-- consume or read on the queues queue_pattern matches (a queue name, or a
+-- prefix followed by *). A queue that some grant of a privilege matches
+-- allows it only to the roles of those grants (and their members) and
+-- jobq_admin; a queue no grant of it matches keeps the role-level rules.
+-- Roles by name, as pg_dump restores them; a dropped role's grants stay
+-- (and keep restricting) until revoked.
+CREATE TABLE jobq._queue_grant (
+    role           text NOT NULL,
+    queue_pattern  text NOT NULL,
+    privilege      text NOT NULL,
+    granted_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    granted_by     text NOT NULL,
+    -- The pattern for LIKE: _ escaped (queue names have no % or \), a trailing * as %.
+    queue_like     text NOT NULL
+                   GENERATED ALWAYS AS (regexp_replace(replace(queue_pattern, '_', '\_'), '[*]$', '%')) STORED,
+    CONSTRAINT queue_grant_pkey PRIMARY KEY (role, queue_pattern, privilege),
+    CONSTRAINT queue_grant_role_length CHECK (char_length(role) BETWEEN 1 AND 63),
+    CONSTRAINT queue_grant_pattern_valid CHECK (
+        queue_pattern ~ '^([A-Za-z0-9_.:-]{1,128}|[A-Za-z0-9_.:-]{0,127}[*])$'),
+    CONSTRAINT queue_grant_privilege_valid CHECK (privilege IN ('produce', 'consume', 'read'))
+);
+COMMENT ON TABLE jobq._queue_grant IS
+    'Per-queue privileges: who may produce, consume or read on the queues a pattern matches. Private: use jobq.grant_queue() and jobq.queue_grants.';
+
 -- Job starts of rate-limited queues: one row per claim, kept one interval.
 CREATE TABLE jobq._rate_start (
     queue       text NOT NULL,
@@ -365,6 +390,7 @@ BEGIN
         -- extension members, so pg_dump keeps them as it keeps any table.
         PERFORM pg_catalog.pg_extension_config_dump('jobq._job_archive_kept', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._queue', '');
+        PERFORM pg_catalog.pg_extension_config_dump('jobq._queue_grant', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._periodic', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._counter', '');
         PERFORM pg_catalog.pg_extension_config_dump('jobq._key_done', '');

@@ -51,17 +51,28 @@ CREATE VIEW jobq.jobs AS
     -- completed job reported; cancelled_by: the ancestor whose failure
     -- cancelled it. Paged newest first by id within a queue, both halves
     -- read an index (the primary key, and (queue, id) of the archive).
-    SELECT j.id, j.queue, j.payload,
-           CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
-           j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
-           j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
-           j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by
-    FROM jobq._job AS j
-    UNION ALL
-    SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
-           a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
-           a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by
-    FROM jobq._job_archive AS a;
+    -- Jobs of a queue with read grants (jobq.grant_queue) show only to the
+    -- roles that hold one and jobq_admin; while no read grant exists, one
+    -- look at an empty table decides for every row. The filter stands
+    -- outside the UNION ALL: a subquery in a half's WHERE would keep the
+    -- planner from merging the halves' index scans.
+    SELECT u.*
+    FROM (
+        SELECT j.id, j.queue, j.payload,
+               CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
+               j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
+               j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
+               j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by
+        FROM jobq._job AS j
+        UNION ALL
+        SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
+               a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
+               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by
+        FROM jobq._job_archive AS a
+    ) AS u
+    WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
+       OR coalesce((SELECT bool_or(p.held) FROM jobq._read_pattern AS p
+                    WHERE u.queue LIKE p.queue_like), true);
 COMMENT ON VIEW jobq.jobs IS 'All live and finished jobs with a single status column (for operators).';
 
 CREATE VIEW jobq.queues AS
@@ -137,17 +148,24 @@ CREATE VIEW jobq.job_errors AS
     -- The error of every failed attempt of the jobs jobq still knows (the
     -- last 25 per job; jobq.jobs.last_error is the latest): from jobq.fail,
     -- jobq.fail_held, and leases that expired (jobq.reap). attempt starts
-    -- again at 1 after a retry of a dead job: failed_at orders them.
+    -- again at 1 after a retry of a dead job: failed_at orders them. Only
+    -- of the jobs jobq.jobs shows the reader (per-queue read grants).
     SELECT e.job_id, e.attempt, e.error, e.failed_at, e.worker
-    FROM jobq._job_error AS e;
+    FROM jobq._job_error AS e
+    WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
+       OR EXISTS (SELECT FROM jobq.jobs AS j WHERE j.id = e.job_id);
 COMMENT ON VIEW jobq.job_errors IS 'The error of each failed attempt of a job (the last 25 per job), with its attempt, time and worker.';
 
 CREATE VIEW jobq.job_dependencies AS
     -- The dependency edges of the jobs jobq still knows: child_id waits for
     -- (or waited for) parent_id. An edge lives as long as its child; the
     -- parent may be gone already (completed without history, or pruned).
+    -- Only the edges of children jobq.jobs shows the reader (per-queue read
+    -- grants).
     SELECT d.child_id, d.parent_id
-    FROM jobq._job_dep AS d;
+    FROM jobq._job_dep AS d
+    WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
+       OR EXISTS (SELECT FROM jobq.jobs AS j WHERE j.id = d.child_id);
 COMMENT ON VIEW jobq.job_dependencies IS 'Job dependencies: child_id depends on parent_id (depends_on, or a batch callback''s members).';
 
 CREATE VIEW jobq.archive_partitions AS

@@ -23,6 +23,14 @@
 --   * jobq._finish() and jobq._record_errors(): index paths only (no sequential scan, hash or merge
 --     join), so that a session's generic plan made while _job held a few rows does not scan a backlog
 --   per-queue privileges (issue 25, item 4):
+--   * new jobq.grant_queue(role, queue_pattern, privilege) and jobq.revoke_queue (jobq_admin), kept in
+--     the new table jobq._queue_grant (dumped with the extension), shown by the new view jobq.queue_grants
+--   * a queue that grants of a privilege match allows it only to their roles and jobq_admin: produce
+--     (enqueue, enqueue_many, enqueue_callback), consume (claim, take, hold, complete_held, fail_held),
+--     read (status, result, parent_results, watch, depends_on and members answer JQ019 as for an
+--     unknown id; jobq.jobs, job_errors and job_dependencies hide the rows); new SQLSTATEs JQ020, JQ021
+--   * serial groups: a member scheduled for later that never started no longer holds back the members
+--     behind it (jobq._pick); one that goes ahead locks the group's oldest member (jobq._lock_group_head)
 --   smaller fixes (issue 25, item 5):
 --     jobq.every(..., runner => 'workers') and jobq.unschedule work for a role without USAGE on schema cron
 --       (new jobq._cron_unschedule_own: only the caller's own pg_cron job, and only when it may use pg_cron);
@@ -71,6 +79,32 @@ COMMENT ON COLUMN jobq._job.parked_expires_at IS
     'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
 CREATE INDEX _job_parked_expiry_idx ON jobq._job (parked_expires_at)
     WHERE parked_expires_at IS NOT NULL;
+
+-- per-queue privileges (issue 25, item 4): the grants, kept by pg_dump as the other settings are
+CREATE TABLE jobq._queue_grant (
+    role           text NOT NULL,
+    queue_pattern  text NOT NULL,
+    privilege      text NOT NULL,
+    granted_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    granted_by     text NOT NULL,
+    -- The pattern for LIKE: _ escaped (queue names have no % or \), a trailing * as %.
+    queue_like     text NOT NULL
+                   GENERATED ALWAYS AS (regexp_replace(replace(queue_pattern, '_', '\_'), '[*]$', '%')) STORED,
+    CONSTRAINT queue_grant_pkey PRIMARY KEY (role, queue_pattern, privilege),
+    CONSTRAINT queue_grant_role_length CHECK (char_length(role) BETWEEN 1 AND 63),
+    CONSTRAINT queue_grant_pattern_valid CHECK (
+        queue_pattern ~ '^([A-Za-z0-9_.:-]{1,128}|[A-Za-z0-9_.:-]{0,127}[*])$'),
+    CONSTRAINT queue_grant_privilege_valid CHECK (privilege IN ('produce', 'consume', 'read'))
+);
+COMMENT ON TABLE jobq._queue_grant IS
+    'Per-queue privileges: who may produce, consume or read on the queues a pattern matches. Private: use jobq.grant_queue() and jobq.queue_grants.';
+DO $dump$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'jobq') THEN
+        PERFORM pg_catalog.pg_extension_config_dump('jobq._queue_grant', '');
+    END IF;
+END
+$dump$;
 
 -- workflows, watch and cascades (issue 25, items 1-3)
 CREATE UNLOGGED TABLE jobq._at_commit (
@@ -131,6 +165,35 @@ GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 
 -- per-queue privileges (issue 25, item 4)
 
+-- @function jobq._caller()
+-- @function jobq._denied_queue(text[], text)
+-- @function jobq._check_queue_privilege(text[], text)
+-- @function jobq._job_allowed(bigint, text)
+-- @function jobq._check_readable_jobs(bigint[], text)
+-- @function jobq._lock_group_head(text, text, bigint)
+-- @function jobq._check_grant_args(name, text, text, boolean)
+-- @function jobq.grant_queue(name, text, text)
+-- @function jobq.revoke_queue(name, text, text)
+-- (enqueue, enqueue_many, enqueue_callback and watch are replaced above with the workflows' changes, _pick with the plans')
+-- @replace-function jobq.claim(text, integer, text, interval)
+-- @replace-function jobq.claim(text[], integer, text, interval)
+-- @replace-function jobq.take(text, integer)
+-- @replace-function jobq.hold(text, integer)
+-- @replace-function jobq.complete_held(bigint[], jsonb[])
+-- @replace-function jobq.fail_held(bigint, text, timestamptz)
+-- @replace-function jobq.status(bigint)
+-- @replace-function jobq.result(bigint)
+-- @replace-function jobq.parent_results(bigint)
+-- @view jobq._read_pattern
+-- @replace-view jobq.jobs
+-- @replace-view jobq.job_errors
+-- @replace-view jobq.job_dependencies
+-- @view jobq.queue_grants
+
+GRANT EXECUTE ON FUNCTION jobq.grant_queue(name, text, text), jobq.revoke_queue(name, text, text) TO jobq_admin;
+GRANT SELECT ON jobq.queue_grants TO jobq_viewer;
+GRANT SELECT ON jobq._queue_grant, jobq._read_pattern TO jobq_admin;
+
 -- smaller fixes (issue 25, item 5)
 -- @function jobq._cron_unschedule_own(text)
 -- @replace-function jobq._require_pg_cron()
@@ -141,7 +204,7 @@ GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 -- @replace-function jobq._check_claim_args(text[], integer, interval)
 -- @replace-function jobq._claim_args_ok(text[], integer, interval, text)
 -- (jobq.enqueue_many is replaced above, with the workflows' changes)
--- @replace-function jobq.complete_held(bigint[], jsonb[])
+-- (jobq.complete_held is replaced above, with the per-queue privileges)
 -- @replace-function jobq.complete_many(bigint[], uuid[], jsonb[])
 -- @replace-function jobq.next_run_at(text[])
 
