@@ -420,8 +420,11 @@ SELECT set_eq(
     ARRAY['jobq.reap(integer)',
           'jobq._leased_in_place(timestamp with time zone)',
           'jobq._running()',
-          'jobq._queue_counts()'],
-    'reap and the live counts read jobq._job only by index (no sequential scan of a backlog)');
+          'jobq._queue_counts()',
+          'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
+          'jobq._record_errors(bigint[],integer[],text[],text[])',
+          'jobq._finish_dependents(bigint[],text)'],
+    'reap, the live counts, finishing jobs (and their errors and dependents) read the live tables only by index (no sequential scan of a backlog, whatever the size when the plan was made)');
 
 -- the hot table ---------------------------------------------------------------
 SELECT has_index('jobq', '_job', '_job_claim_idx', ARRAY['queue', 'priority', 'run_at', 'id'],
