@@ -121,6 +121,7 @@ COMMENT ON TABLE jobq._at_commit IS
     'Jobs named by this transaction (parents, waiting children, watched), settled at its commit. Private.';
 CREATE INDEX _at_commit_xact_idx ON jobq._at_commit (xact);
 REVOKE ALL ON jobq._at_commit FROM PUBLIC;
+REVOKE ALL ON SEQUENCE jobq._at_commit_id_seq FROM PUBLIC;
 GRANT SELECT ON jobq._at_commit TO jobq_admin;
 
 -- workflows, watch and cascades (issue 25, items 1-3)
