@@ -115,11 +115,11 @@ $dump$;
 
 -- workflows, watch and cascades (issue 25, items 1-3)
 CREATE UNLOGGED TABLE jobq._at_commit (
-    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     xact      xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
     parents   bigint[] NOT NULL DEFAULT '{}',
     children  bigint[] NOT NULL DEFAULT '{}',
-    watched   bigint[] NOT NULL DEFAULT '{}'
+    watched   bigint[] NOT NULL DEFAULT '{}',
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY
 ) WITH (
     autovacuum_vacuum_scale_factor = 0.01,
     autovacuum_vacuum_cost_delay = 0

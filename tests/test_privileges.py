@@ -160,7 +160,7 @@ PRIVATE_HELPERS: dict[str, Call] = {
 }
 
 TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration", "_counter", "_key_done",
-          "_taken", "_job_error", "_job_dep", "_job_wait", "_queue_grant")
+          "_taken", "_job_error", "_job_dep", "_job_wait", "_queue_grant", "_at_commit")
 VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors", "job_dependencies",
          "archive_partitions", "queue_grants")
 PRIVATE_VIEWS = ("_queue_defaults", "_live_queues", "_dead_queues", "_read_pattern")
