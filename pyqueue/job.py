@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -17,7 +18,7 @@ from psycopg.types.json import Jsonb
 from pyqueue import _arguments as a
 from pyqueue import _queries as q
 from pyqueue import _statements as s
-from pyqueue._db import Statement, arun, run
+from pyqueue._db import Claimed, Statement, arun, run
 from pyqueue.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
@@ -27,6 +28,9 @@ AsyncConnectionSource = Callable[[], AbstractAsyncContextManager[psycopg.AsyncCo
 CM = TypeVar("CM")  # how a job gets its connection: a sync or an async context manager
 A = TypeVar("A", bound="Acknowledger")  # the worker's batch that acknowledges it
 J = TypeVar("J", bound="LeasedJob[Any, Any]")
+# The columns of a claimed row that are a job's fields (the rest, e.g. the
+# lease_seconds the claim statement adds, are read apart).
+CLAIMED_FIELDS = frozenset(q.JOB_COLUMNS + q.JOB_COLUMNS_SINCE_0_2 + q.JOB_COLUMNS_SINCE_0_4)
 
 
 @dataclass
@@ -77,9 +81,6 @@ class JobRecord:
         if sent:
             self._settled = True
 
-    def _mark_settled(self) -> None:
-        self._settled = True
-
     def _mark_lease_lost(self) -> None:
         self._lease_lost = True
 
@@ -106,6 +107,29 @@ class JobRecord:
         """Seconds the lease had left right after the claim (on the database
         clock): what the worker's heartbeats extend it by."""
         return self._lease_seconds
+
+
+_FRESH: dict[type[Any], dict[str, Any]] = {}
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, timedelta, datetime, UUID)
+
+
+def _fresh_state(cls: type[JobRecord]) -> dict[str, Any]:
+    """The attributes a new ``cls`` has before its columns are set: the
+    fields' defaults and the private state ``__post_init__`` makes. Every
+    job claimed gets a copy of the same values, so they must be immutable
+    (an Event or a list there would be one object shared by every job)."""
+    if (state := _FRESH.get(cls)) is None:
+        probe = object.__new__(cls)
+        probe.__post_init__()
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)
+                    if f.default is not dataclasses.MISSING}
+        state = {**defaults, **vars(probe)}
+        for name, value in state.items():
+            if not isinstance(value, _IMMUTABLE):
+                raise TypeError(f"{cls.__name__}.{name} starts as a {type(value).__name__}: a claimed job's "
+                                "initial state is shared, give it an immutable value (or set it per job)")
+        _FRESH[cls] = state
+    return state
 
 
 def handler_result(value: object) -> Jsonb | None:
@@ -194,13 +218,6 @@ class Owed:
             return s.complete(self.job.id, self.job.lease_token, self.job._result)
         return s.fail(self.job.id, self.job.lease_token, self.error)
 
-    def hand_to(self, acker: Acknowledger) -> None:
-        """Leave it to a worker's batch instead."""
-        if self.error is None:
-            acker.complete_later(self.job)
-        else:
-            acker.fail_later(self.job, self.error)
-
 
 @dataclass
 class LeasedJob(JobRecord, Generic[CM, A]):
@@ -214,11 +231,27 @@ class LeasedJob(JobRecord, Generic[CM, A]):
         self._acker: A | None = None
 
     @classmethod
-    def _claimed(cls: type[J], row: q.ClaimedRow, connect: Callable[[], Any], acker: Any = None) -> J:
-        job = cls(**row.fields)
-        job._lease_seconds = row.lease_seconds
-        job._connect, job._acker = connect, acker
-        return job
+    def _from_claim(cls: type[J], claimed: Claimed, connect: Callable[[], Any], acker: Any = None) -> list[J]:
+        """The jobs of a claim's rows (``pyqueue._db.claimed_rows``): the
+        columns this version knows (a database at an older jobq lacks some,
+        a newer one may add others), the lease it was granted, where its
+        connection comes from and the worker's batch that acknowledges it."""
+        names = [name for name in claimed.names if name in CLAIMED_FIELDS]
+        columns = [claimed.column(name) for name in names]
+        # What __init__ and __post_init__ would make, without a call per field
+        # (a claim makes a batch of them, on the worker's busiest thread).
+        fresh = dict(_fresh_state(cls), _connect=connect, _acker=acker)
+        new = object.__new__
+        jobs = []
+        leases = claimed.column("lease_seconds")
+        for values, lease_seconds in zip(zip(*columns, strict=True), leases, strict=True):
+            state = fresh.copy()
+            state.update(zip(names, values, strict=True))
+            state["_lease_seconds"] = float(lease_seconds)
+            job = new(cls)
+            job.__dict__ = state
+            jobs.append(job)
+        return jobs
 
     def _connection(self) -> CM:
         if self._connect is None:
@@ -239,6 +272,21 @@ class LeasedJob(JobRecord, Generic[CM, A]):
         if self._acknowledged:
             return None
         return Owed(self, None if exc is None else q.format_error(exc))
+
+    def _handed_over(self, exc: BaseException | None) -> bool:
+        """Leaving ``with job:`` of a worker's job: what it still owes goes to
+        the worker's batch (the common path: no object made). False when the
+        job has no worker and owes something (it is sent at once then)."""
+        if self._acknowledged:
+            return True
+        acker = self._acker
+        if acker is None:
+            return False
+        if exc is None:
+            acker.complete_later(self)
+        else:
+            acker.fail_later(self, q.format_error(exc))
+        return True
 
 
 @dataclass
@@ -297,12 +345,9 @@ class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], Acknowledge
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if (owed := self._owed(exc)) is not None:
-            if self._acker is not None:
-                owed.hand_to(self._acker)
-            else:
-                self._acknowledged_by(self._send(owed.statement()))
-        return _swallowed(self, exc)
+        if not self._handed_over(exc) and (owed := self._owed(exc)) is not None:
+            self._acknowledged_by(self._send(owed.statement()))
+        return exc is not None and _swallowed(self, exc)
 
 
 def _swallowed(job: JobRecord, exc: BaseException | None) -> bool:
@@ -379,10 +424,10 @@ class AsyncJob(LeasedJob[AbstractAsyncContextManager[psycopg.AsyncConnection[Any
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if (owed := self._owed(exc)) is not None:
-            if self._acker is not None:
-                owed.hand_to(self._acker)
+        if self._acker is not None:
+            if not self._acknowledged:
+                self._handed_over(exc)
                 await self._acker.after_ack()
-            else:
-                self._acknowledged_by(await self._send(owed.statement()))
-        return _swallowed(self, exc)
+        elif (owed := self._owed(exc)) is not None:
+            self._acknowledged_by(await self._send(owed.statement()))
+        return exc is not None and _swallowed(self, exc)

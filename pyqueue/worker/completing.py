@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from pyqueue import _arrays as arrays
 from pyqueue import _queries as q
 from pyqueue.errors import PayloadTooLarge
 from pyqueue.job import JobRecord, log_failed
@@ -27,9 +28,9 @@ TOO_LARGE = PayloadTooLarge.SQLSTATE
 
 def completing(jobs: Sequence[JobRecord]) -> Script[int]:
     """Complete ``jobs`` (their results included); how many still held their lease."""
-    ids, tokens = [j.id for j in jobs], [j.lease_token for j in jobs]
+    ids, tokens = arrays.bigints([j.id for j in jobs]), arrays.uuids([j.lease_token for j in jobs])
     results = [j._result for j in jobs]
-    if all(r is None for r in results):
+    if results.count(None) == len(results):
         return int((yield Sql(q.COMPLETE_MANY, (ids, tokens))))
     try:
         return int((yield Sql(q.COMPLETE_MANY_RESULTS, (ids, tokens, results))))

@@ -30,7 +30,7 @@ from typing import Generic, TypeVar
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import undecodable
+from pyqueue._db import Claimed, undecodable
 from pyqueue.defaults import FOLLOWER_DELAY, PRUNE_BATCH, REAP_BATCH
 from pyqueue.errors import translate_errors
 from pyqueue.job import JobRecord
@@ -54,12 +54,12 @@ S = TypeVar("S")  # where the driver gets its connections
 class ConsumerCore(Generic[J, S]):
     """The state and the scripts of a consumer; a driver subclass runs them.
 
-    ``make_job`` turns a claimed row into the driver's job (a ``Job`` bound
-    to sync connections, an ``AsyncJob`` to async ones). ``work`` carries
+    ``make_jobs`` turns a claim's rows into the driver's jobs (``Job`` objects
+    bound to sync connections, ``AsyncJob`` objects to async ones). ``work`` carries
     the claims and acknowledgements, ``heartbeat`` the heartbeats.
     """
 
-    def __init__(self, settings: WorkerSettings, make_job: Callable[[q.ClaimedRow], J], *, work: S,
+    def __init__(self, settings: WorkerSettings, make_jobs: Callable[[Claimed], list[J]], *, work: S,
                  heartbeat: S, claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
         self.settings = settings
         self.work = work
@@ -70,7 +70,7 @@ class ConsumerCore(Generic[J, S]):
         self._queue_set = set(self.queues)
         self.poll_interval = settings.poll_interval
         self.use_listen = settings.use_listen
-        self._make_job = make_job
+        self._make_jobs = make_jobs
         self.book = HeartbeatBook()  # every claimed job not yet acknowledged in the database
         self.acks = Acks()
         self._backoff = Backoff()
@@ -189,16 +189,19 @@ class ConsumerCore(Generic[J, S]):
             return None
         self.connected()
         self.polled(bool(rows))
-        jobs = []
-        for row in rows:
-            job = self._make_job(q.split_claimed_row(row))
-            if (problem := undecodable(job.payload)) is not None:
-                logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
-                self.fail_later(job, problem)
-                continue
-            jobs.append(job)
+        jobs = self._make_jobs(rows)
+        if rows.undecodable:
+            jobs = [job for job in jobs if not self._undecodable(job)]
         self.held(jobs, sent_at)
         return jobs
+
+    def _undecodable(self, job: J) -> bool:
+        """A job whose payload Python cannot decode is failed at once, not handed out."""
+        if (problem := undecodable(job.payload)) is None:
+            return False
+        logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
+        self.fail_later(job, problem)
+        return True
 
     def held(self, jobs: Sequence[J], claimed_at: float) -> float:
         """Jobs to heartbeat from now on; when the first is due (the drivers
@@ -295,10 +298,8 @@ class ConsumerCore(Generic[J, S]):
         return True
 
     def _settled(self, sent: AckBatch) -> None:
-        jobs = sent.jobs()
-        for job in jobs:
-            job._mark_settled()
-        self.book.discard(jobs)
+        """Their acknowledgements reached the database: no more heartbeats."""
+        self.book.discard(sent.jobs())
 
     @staticmethod
     def _log_lost(what: str, ids: list[int]) -> None:
