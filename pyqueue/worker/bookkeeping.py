@@ -156,6 +156,23 @@ class Acks:
             self._oldest = time.monotonic()
         return True
 
+    def take_completions(self, limit: int = ACK_CHUNK) -> list[JobRecord]:
+        """Up to ``limit`` pending completions without a result (what a claim
+        can carry along); the rest stays pending."""
+        with self._lock:
+            completes = self._batch.completes
+            if not completes:
+                return []
+            taken = [job for job in completes[:limit] if job._result is None]
+            if len(taken) == len(completes):
+                completes.clear()
+            else:
+                kept = {id(job) for job in taken}
+                self._batch.completes = [job for job in completes if id(job) not in kept]
+            if not self._batch:
+                self._oldest = None
+            return taken
+
     def take(self) -> AckBatch:
         with self._lock:
             batch, self._batch, self._oldest = self._batch, AckBatch(), None

@@ -36,11 +36,11 @@ from pyqueue.errors import translate_errors
 from pyqueue.job import JobRecord
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
-from pyqueue.worker.completing import completing
+from pyqueue.worker.completing import completing, completion
 from pyqueue.worker.polling import PollBackoff
 from pyqueue.worker.prune import PRUNE, PruneTimer
 from pyqueue.worker.schedules import ScheduleTimer
-from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
+from pyqueue.worker.scripts import Listen, Pipeline, Reset, Script, Sleep, Sql, lost_connection, reason
 from pyqueue.worker.settings import WorkerSettings
 
 logger = logging.getLogger("pyqueue.worker")
@@ -78,6 +78,8 @@ class ConsumerCore(Generic[J, S]):
         self.schedules = ScheduleTimer(settings.run_schedules)
         self.prunes = PruneTimer(settings.reap_interval)
         self.ack_at_once = ack_at_once  # send each completion or failure at once (the plain iterator)
+        # Completions ride along with the next claim (see claiming): not through a pooler.
+        self.pipelines = settings.prepare and psycopg.Pipeline.is_supported()
         self.listening = False  # the LISTEN connection is open
         self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
         self._responder = False  # holds its queues' first-responder lock (see waited)
@@ -175,25 +177,45 @@ class ConsumerCore(Generic[J, S]):
             self._backoff.reset()
 
     def claiming(self, n: int) -> Script[list[J] | None]:
-        """Up to ``n`` jobs; None when the database was unreachable (after a backoff)."""
+        """Up to ``n`` jobs; None when the database was unreachable (after a backoff).
+
+        The completions waiting to be sent (without results) go along when
+        the connection allows a pipeline (not through a transaction pooler):
+        one round trip and one transaction (one commit) for both. An error
+        puts them back, to be sent again."""
         if n <= 0:
             return []
         query, params = q.claim_query(self.claim_queues, n, self.settings.worker_name, self.settings.lease)
         yield from self.looking()
+        riding = self.acks.take_completions() if self.pipelines else []
         try:
             sent_at = time.monotonic()
             with translate_errors():
-                rows = yield Sql(query, params, rows="claimed")
+                if riding:
+                    done, rows = yield Pipeline((completion(riding), Sql(query, params, rows="claimed")))
+                else:
+                    rows = yield Sql(query, params, rows="claimed")
         except psycopg.OperationalError as error:
+            self._unsent(riding)
             yield from self.connection_lost(error)
             return None
+        except Exception:
+            self._unsent(riding)
+            raise
         self.connected()
+        if riding:
+            self._settled(AckBatch(riding))
+            self._log_lost_completions(int(done), len(riding))
         self.polled(bool(rows))
         jobs = self._make_jobs(rows)
         if rows.undecodable:
             jobs = [job for job in jobs if not self._undecodable(job)]
         self.held(jobs, sent_at)
         return jobs
+
+    def _unsent(self, completions: list[JobRecord]) -> None:
+        if completions:
+            self.acks.put_back(AckBatch(list(completions)))
 
     def _undecodable(self, job: J) -> bool:
         """A job whose payload Python cannot decode is failed at once, not handed out."""
@@ -271,9 +293,7 @@ class ConsumerCore(Generic[J, S]):
                     jobs = [batch.completes[i] for i in part]
                     done = yield from completing(jobs)
                     sent.completes.extend(jobs)
-                    if done < len(jobs):
-                        logger.warning("%d of %d finished job(s) had lost their lease: not completed",
-                                       len(jobs) - done, len(jobs))
+                    self._log_lost_completions(done, len(jobs))
                 for part in chunks(batch.fails):
                     fails = [batch.fails[i] for i in part]
                     rows = yield Sql(q.FAIL_MANY, batch.fail_args(fails), rows="tuples")
@@ -300,6 +320,11 @@ class ConsumerCore(Generic[J, S]):
     def _settled(self, sent: AckBatch) -> None:
         """Their acknowledgements reached the database: no more heartbeats."""
         self.book.discard(sent.jobs())
+
+    @staticmethod
+    def _log_lost_completions(done: int, sent: int) -> None:
+        if done < sent:
+            logger.warning("%d of %d finished job(s) had lost their lease: not completed", sent - done, sent)
 
     @staticmethod
     def _log_lost(what: str, ids: list[int]) -> None:
