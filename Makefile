@@ -114,7 +114,8 @@ screenshots: deps venv
 	ls -l docs/dashboard/*.png; exit $$status
 
 # --- numbers: `make bench` (about half an hour: the suite, then the pooler, the
-#     prune and the queue-partitioning comparisons, and a SOAK_SECONDS soak);
+#     prune and the queue-partitioning comparisons, the Python side of issue 24,
+#     and a SOAK_SECONDS soak);
 #     `make bench BENCH_ARGS=--quick SOAK_SECONDS=60` for a short run. Every
 #     program runs; the target fails when any of them missed its goal.
 SOAK_SECONDS ?= 600
@@ -125,6 +126,7 @@ bench: deps venv
 	$(PY) -m pyqueue.bench.pooler $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.prune $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_partitions $(QUICK_FLAG) || status=1; \
+	$(PY) -m pyqueue.bench.python_side $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.soak --duration $(SOAK_SECONDS) || status=1; \
 	exit $$status
 

@@ -24,4 +24,10 @@ Programs of their own, which ``make bench`` runs after the suite (issue 16):
 - ``prune``: pruning 1,000,000 expired jobs by partition drop against 0.6.0's DELETE;
 - ``queue_partitions``: ``jobq._job`` partitioned by queue against as installed;
 - ``soak``: 10 minutes at 70 % of capacity, sampled every 10 s, with a verdict and a chart.
+
+And, after ``queue_partitions``, issue 24's:
+
+- ``python_side``: what pyqueue's Python adds to jobq's SQL: one Worker and one AsyncWorker
+  process against a bare claim + complete_many loop, W=16 Worker processes against W=4,
+  ``enqueue_many`` and ``enqueue`` against a raw INSERT from Python.
 """
