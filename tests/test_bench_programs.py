@@ -117,8 +117,10 @@ def test_the_python_side_measures_every_row_and_judges_every_goal(conn: Conn, ds
     assert all(goal["value"] > 0 and goal["met"] in (True, False) for goal in result["goals"].values())
     assert result["ok"] == all(goal["met"] for goal in result["goals"].values())
     assert scalar(conn, "SELECT count(*) FROM jobq._job") == 0  # every drain drained, the rest removed
+    assert all(value > 0 for value in result["by_hand"].values()), result["by_hand"]
     printed = python_side.summary(result)
     assert "one pyqueue.aio.AsyncWorker process" in printed and "time per pyqueue.enqueue" in printed
+    assert "against the same SQL by hand" in printed
 
 
 @pytest.mark.parametrize(("rates", "met"), [

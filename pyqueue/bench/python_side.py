@@ -22,6 +22,10 @@ row counting:
    each its own transaction: a raw ``INSERT`` + ``NOTIFY`` against
    ``pyqueue.enqueue``. Goal: at most 1.2 times the raw INSERT's time per job.
 
+Beside 3 and 4, without a goal, ``jobq.enqueue_many`` and ``jobq.enqueue``
+called by hand through psycopg: what of a gap is jobq's SQL, what pyqueue's
+Python.
+
 Every row is warmed up once before the rounds. It prints the rows, every
 round's figure and the goals, writes the JSON (``--json``), and exits 1
 when a goal is missed. ``make bench`` runs it after ``pyqueue bench``;
@@ -48,7 +52,7 @@ from pyqueue.aio import AsyncJob, AsyncWorker
 from pyqueue.bench import sql_loops, worker_loops
 from pyqueue.bench.config import STEP_TIMEOUT, Config
 from pyqueue.bench.harness import BenchError, Outcome, Role, Run, Signals, Task, progress, ratio
-from pyqueue.bench.report import format_table
+from pyqueue.bench.report import format_table, fraction
 from pyqueue.bench.suite import LOCAL_SETTINGS, database
 from pyqueue.bench.throughput import Best
 
@@ -70,12 +74,14 @@ ROWS = {  # row -> what it is, as printed
     "fleet_small": "W={} pyqueue.Worker processes",  # the fleets' W: Settings.fleets
     "fleet_large": "W={} pyqueue.Worker processes",
     "insert": "raw INSERT … SELECT unnest($1::jsonb[]) + NOTIFY",
+    "sql_many": "(no goal) SELECT jobq.enqueue_many($1, $2::jsonb[]) by hand",
     "enqueue_many": "pyqueue.enqueue_many(conn, q, payloads)",
     "insert_one": "raw INSERT … VALUES ($1) + NOTIFY, one per transaction",
+    "sql_one": "(no goal) SELECT jobq.enqueue($1, $2) by hand, one per transaction",
     "enqueue_one": "pyqueue.enqueue(conn, q, payload), one per transaction",
 }
-MANY_ROWS = ("insert", "enqueue_many")
-ONE_ROWS = ("insert_one", "enqueue_one")
+MANY_ROWS = ("insert", "sql_many", "enqueue_many")
+ONE_ROWS = ("insert_one", "sql_one", "enqueue_one")
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,12 @@ def insert_one(task: Task, signals: Signals) -> None:
         sql_loops.FLOOR_ENQUEUE_ONE, (Jsonb(sql_loops.payload(numbers[0])),)))
 
 
+def sql_one(task: Task, signals: Signals) -> None:
+    """jobq.enqueue of one job per transaction, through psycopg alone."""
+    sql_loops.produce(task, signals, lambda conn, numbers: conn.execute(
+        "SELECT jobq.enqueue(%s, %s)", (task.queue, Jsonb(sql_loops.payload(numbers[0])))).fetchone())
+
+
 def enqueue_one(task: Task, signals: Signals) -> None:
     """pyqueue.enqueue of one job per transaction."""
     sql_loops.produce(task, signals, lambda conn, numbers: pyqueue.enqueue(
@@ -169,8 +181,9 @@ def produce(dsn: str, conn: sql_loops.Conn, row: str, settings: Settings, jobs: 
     conn.execute("DELETE FROM jobq._job WHERE queue = %s", (QUEUE,))
     sql_loops.vacuum(conn, "jobq._job", FLOOR_TABLE)
     loops: dict[str, Callable[[Task, Signals], None]] = {
-        "insert": sql_loops.floor_insert, "enqueue_many": worker_loops.pyqueue_producer,
-        "insert_one": insert_one, "enqueue_one": enqueue_one}
+        "insert": sql_loops.floor_insert, "sql_many": sql_loops.jobq_enqueue,
+        "enqueue_many": worker_loops.pyqueue_producer, "insert_one": insert_one, "sql_one": sql_one,
+        "enqueue_one": enqueue_one}
     one = row in ONE_ROWS
     size = sql_loops.Size(jobs, 1 if one else settings.batch, STEP_TIMEOUT)
     return sql_loops.produce_outcome(dsn, loops[row], QUEUE, 1 if one else settings.producers, size)
@@ -203,7 +216,12 @@ def python_side(dsn: str, conn: sql_loops.Conn, settings: Settings) -> dict[str,
     conn.execute("DELETE FROM jobq._job WHERE queue = %s", (QUEUE,))
     goals = judged({row: best.outcomes[row].jobs_per_s for row in ROWS})
     rows = {row: best.result(row, about=ROWS[row].format(processes(row, settings))) for row in ROWS}
-    return {"settings": asdict(settings), "rows": rows, "goals": goals,
+    rates = {row: best.outcomes[row].jobs_per_s for row in ROWS}
+    by_hand = {  # no goal: pyqueue against the same SQL called through psycopg alone
+        "enqueue_many_vs_by_hand": ratio(rates["enqueue_many"], rates["sql_many"]),
+        "enqueue_time_vs_by_hand": ratio(rates["sql_one"], rates["enqueue_one"]),
+    }
+    return {"settings": asdict(settings), "rows": rows, "goals": goals, "by_hand": by_hand,
             "ok": all(goal["met"] for goal in goals.values())}
 
 
@@ -243,6 +261,9 @@ def summary(result: dict[str, Any]) -> str:
         format_table(["row", "jobs/s", "every round"], rows),
         "",
         format_table(["goal (ratios of rows of this run)", "goal", "this run", ""], goals),
+        "(no goal) pyqueue against the same SQL by hand: enqueue_many "
+        f"{fraction(result['by_hand']['enqueue_many_vs_by_hand'])} of its jobs/s, enqueue "
+        f"{fraction(result['by_hand']['enqueue_time_vs_by_hand'])} times its time per job",
     ])
 
 
