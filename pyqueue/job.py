@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -18,6 +17,7 @@ from psycopg.types.json import Jsonb
 from pyqueue import _arguments as a
 from pyqueue import _queries as q
 from pyqueue import _statements as s
+from pyqueue._claimed import jobs_from
 from pyqueue._db import Claimed, Statement, arun, run
 from pyqueue.errors import InvalidArgument
 
@@ -28,9 +28,6 @@ AsyncConnectionSource = Callable[[], AbstractAsyncContextManager[psycopg.AsyncCo
 CM = TypeVar("CM")  # how a job gets its connection: a sync or an async context manager
 A = TypeVar("A", bound="Acknowledger")  # the worker's batch that acknowledges it
 J = TypeVar("J", bound="LeasedJob[Any, Any]")
-# The columns of a claimed row that are a job's fields (the rest, e.g. the
-# lease_seconds the claim statement adds, are read apart).
-CLAIMED_FIELDS = frozenset(q.JOB_COLUMNS + q.JOB_COLUMNS_SINCE_0_2 + q.JOB_COLUMNS_SINCE_0_4)
 
 
 @dataclass
@@ -107,29 +104,6 @@ class JobRecord:
         """Seconds the lease had left right after the claim (on the database
         clock): what the worker's heartbeats extend it by."""
         return self._lease_seconds
-
-
-_FRESH: dict[type[Any], dict[str, Any]] = {}
-_IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, timedelta, datetime, UUID)
-
-
-def _fresh_state(cls: type[JobRecord]) -> dict[str, Any]:
-    """The attributes a new ``cls`` has before its columns are set: the
-    fields' defaults and the private state ``__post_init__`` makes. Every
-    job claimed gets a copy of the same values, so they must be immutable
-    (an Event or a list there would be one object shared by every job)."""
-    if (state := _FRESH.get(cls)) is None:
-        probe = object.__new__(cls)
-        probe.__post_init__()
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)
-                    if f.default is not dataclasses.MISSING}
-        state = {**defaults, **vars(probe)}
-        for name, value in state.items():
-            if not isinstance(value, _IMMUTABLE):
-                raise TypeError(f"{cls.__name__}.{name} starts as a {type(value).__name__}: a claimed job's "
-                                "initial state is shared, give it an immutable value (or set it per job)")
-        _FRESH[cls] = state
-    return state
 
 
 def handler_result(value: object) -> Jsonb | None:
@@ -232,26 +206,10 @@ class LeasedJob(JobRecord, Generic[CM, A]):
 
     @classmethod
     def _from_claim(cls: type[J], claimed: Claimed, connect: Callable[[], Any], acker: Any = None) -> list[J]:
-        """The jobs of a claim's rows (``pyqueue._db.claimed_rows``): the
-        columns this version knows (a database at an older jobq lacks some,
-        a newer one may add others), the lease it was granted, where its
-        connection comes from and the worker's batch that acknowledges it."""
-        names = [name for name in claimed.names if name in CLAIMED_FIELDS]
-        columns = [claimed.column(name) for name in names]
-        # What __init__ and __post_init__ would make, without a call per field
-        # (a claim makes a batch of them, on the worker's busiest thread).
-        fresh = dict(_fresh_state(cls), _connect=connect, _acker=acker)
-        new = object.__new__
-        jobs = []
-        leases = claimed.column("lease_seconds")
-        for values, lease_seconds in zip(zip(*columns, strict=True), leases, strict=True):
-            state = fresh.copy()
-            state.update(zip(names, values, strict=True))
-            state["_lease_seconds"] = float(lease_seconds)
-            job = new(cls)
-            job.__dict__ = state
-            jobs.append(job)
-        return jobs
+        """The jobs of a claim's rows (``pyqueue._db.claimed_rows``), bound to
+        where their connection comes from and the worker's batch that
+        acknowledges them (see ``pyqueue._claimed``)."""
+        return jobs_from(cls, claimed, connect=connect, acker=acker)
 
     def _connection(self) -> CM:
         if self._connect is None:

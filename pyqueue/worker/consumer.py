@@ -37,6 +37,7 @@ from pyqueue.job import JobRecord
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue.worker.completing import completing, completion
+from pyqueue.worker.heartbeating import beating
 from pyqueue.worker.polling import PollBackoff
 from pyqueue.worker.prune import PRUNE, PruneTimer
 from pyqueue.worker.schedules import ScheduleTimer
@@ -179,10 +180,9 @@ class ConsumerCore(Generic[J, S]):
     def claiming(self, n: int) -> Script[list[J] | None]:
         """Up to ``n`` jobs; None when the database was unreachable (after a backoff).
 
-        The completions waiting to be sent (without results) go along when
-        the connection allows a pipeline (not through a transaction pooler):
-        one round trip and one transaction (one commit) for both. An error
-        puts them back, to be sent again."""
+        The completions waiting to be sent (without results) go along when the
+        connection allows a pipeline (not through a transaction pooler): one
+        round trip and one commit for both. An error puts them back."""
         if n <= 0:
             return []
         query, params = q.claim_query(self.claim_queues, n, self.settings.worker_name, self.settings.lease)
@@ -342,27 +342,8 @@ class ConsumerCore(Generic[J, S]):
 
     # --- heartbeats
     def beating(self, due: list[tuple[JobRecord, timedelta]]) -> Script[None]:
-        """Extend the leases of the ``due`` jobs in one statement. A job whose
-        lease turns out lost is marked (``job.lease_lost``) so the worker skips
-        it if not yet started."""
-        sent_at = time.monotonic()
-        params = ([j.id for j, _ in due], [j.lease_token for j, _ in due], [e for _, e in due])
-        try:
-            with translate_errors():
-                rows = yield Sql(q.HEARTBEAT_MANY, params, rows="tuples", on="heartbeat")
-        except psycopg.Error as error:
-            logger.warning("heartbeat of %d job(s) failed, retrying: %s", len(due), error)
-            if isinstance(error, psycopg.OperationalError) and lost_connection(error):
-                yield Reset("heartbeat")
-            self.book.retry_later(j for j, _ in due)
-            return
-        alive = {row[0] for row in rows if row[1]}
-        for job, _ in due:
-            if job.id in alive:
-                self.book.renewed(job, sent_at)
-            elif not job.acknowledged:
-                job._mark_lease_lost()
-                logger.warning("job %d of queue %r lost its lease (reaped or cancelled)", job.id, job.queue)
+        """Extend the leases of the ``due`` jobs (see ``pyqueue.worker.heartbeating``)."""
+        return beating(self.book, due)
 
     # --- waiting
     def _next_run_in(self) -> Script[float | None]:
