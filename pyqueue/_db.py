@@ -174,52 +174,6 @@ async def aclaimed_rows(conn: AsyncConnection, query: str, params: Any) -> Claim
         return _claimed(cur, await cur.fetchall())
 
 
-def _collected(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any], read: Read, rows: list[Any]) -> Any:
-    """A pipelined statement's answer, read as ``read`` says."""
-    if read == "scalar":
-        return rows[0][0] if rows else None
-    if read == "claimed":
-        return _claimed(cursor, rows)
-    return rows
-
-
-def pipelined(conn: Connection, statements: Sequence[tuple[str, Any, Read]]) -> list[Any]:
-    """Send ``statements`` (text, parameters, how its answer is read; "dicts"
-    reads tuples) in one round trip, as one transaction (psycopg's pipeline
-    mode, one Sync at the end); their answers. The first error raises, and
-    then none of them took effect."""
-    cursors = []
-    with conn.pipeline():
-        for query, params, read in statements:
-            cursor = conn.cursor(row_factory=tuple_row)
-            if read == "claimed":
-                _raw_json(cursor)
-            cursor.execute(query, params)
-            cursors.append((cursor, read))
-    try:
-        return [_collected(cursor, read, cursor.fetchall()) for cursor, read in cursors]
-    finally:
-        for cursor, _ in cursors:
-            cursor.close()
-
-
-async def apipelined(conn: AsyncConnection, statements: Sequence[tuple[str, Any, Read]]) -> list[Any]:
-    """The asyncio twin of :func:`pipelined`."""
-    cursors = []
-    async with conn.pipeline():
-        for query, params, read in statements:
-            cursor = conn.cursor(row_factory=tuple_row)
-            if read == "claimed":
-                _raw_json(cursor)
-            await cursor.execute(query, params)
-            cursors.append((cursor, read))
-    try:
-        return [_collected(cursor, read, await cursor.fetchall()) for cursor, read in cursors]
-    finally:
-        for cursor, _ in cursors:
-            await cursor.close()
-
-
 async def ascalar(conn: AsyncConnection, query: str, params: Any = None) -> Any:
     async with conn.cursor(row_factory=tuple_row) as cur:
         await cur.execute(query, params)

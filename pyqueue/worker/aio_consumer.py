@@ -16,12 +16,12 @@ from typing import Any
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import Claimed, aclaimed_rows, apipelined, ascalar, atuples
+from pyqueue._db import Claimed, aclaimed_rows, ascalar, atuples
 from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, LISTEN_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from pyqueue.job import AsyncJob, JobRecord, log_failed
 from pyqueue.worker.connections import AsyncConnection, AsyncDedicatedConnection, aconnect, is_broken
 from pyqueue.worker.consumer import ConsumerCore
-from pyqueue.worker.scripts import Listen, Op, Pipeline, Reset, Script, Sql, Step, T
+from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sql, Step, T
 from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import timeout_error
 
@@ -141,10 +141,6 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
             source = self.work if op.on == "work" else self._heartbeat_source
             async with source.connection() as conn:
                 return await READERS[op.rows](conn, op.query, op.params)
-        if isinstance(op, Pipeline):
-            source = self.work if op.on == "work" else self._heartbeat_source
-            async with source.connection() as conn:
-                return await apipelined(conn, [(s.query, s.params, s.rows) for s in op.statements])
         if isinstance(op, Reset):
             await self._reset(op)
         elif isinstance(op, Listen):

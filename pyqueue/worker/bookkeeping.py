@@ -55,6 +55,14 @@ class Every:
         self.interval = interval
         self._next = time.monotonic() + first_after
 
+    @classmethod
+    def spread(cls, interval: float | None) -> Every:
+        """Due first at a random point of the first interval: workers started
+        together (a deployment, a fleet's cold start) would otherwise all run
+        it at once, each doing the same work (every reap scanning for the same
+        expired leases); the jitter keeps the later deadlines apart."""
+        return cls(interval, first_after=random.uniform(0, interval or 0.0))
+
     def seconds_left(self) -> float:
         if self.interval is None:
             return math.inf
@@ -155,23 +163,6 @@ class Acks:
         if self._oldest is None:
             self._oldest = time.monotonic()
         return True
-
-    def take_completions(self, limit: int = ACK_CHUNK) -> list[JobRecord]:
-        """Up to ``limit`` pending completions without a result (what a claim
-        can carry along); the rest stays pending."""
-        with self._lock:
-            completes = self._batch.completes
-            if not completes:
-                return []
-            taken = [job for job in completes[:limit] if job._result is None]
-            if len(taken) == len(completes):
-                completes.clear()
-            else:
-                kept = {id(job) for job in taken}
-                self._batch.completes = [job for job in completes if id(job) not in kept]
-            if not self._batch:
-                self._oldest = None
-            return taken
 
     def take(self) -> AckBatch:
         with self._lock:

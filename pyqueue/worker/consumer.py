@@ -5,10 +5,12 @@ to do with the rows, how finished jobs are acknowledged in batches, which
 leases to extend, when to reap, prune and run the periodic jobs, how long to
 wait for work, how to back off when the database goes away. Each of those
 is a *script*: a generator that yields the I/O it needs as small values
-(:class:`Sql`, :class:`Reset`, :class:`Listen`, :class:`Sleep`) and gets the
-result (or the exception) back. ``sync_consumer`` runs the scripts on psycopg
-connections and threads, ``aio_consumer`` on asyncio connections and tasks;
-those drivers hold nothing but the I/O.
+(:class:`Sql`, :class:`Reset`, :class:`Listen`, :class:`Sleep`) and gets
+the result (or the exception) back; the scripts of
+heartbeats and maintenance live beside it (``heartbeating``,
+``maintenance``). ``sync_consumer`` runs the scripts on psycopg connections
+and threads, ``aio_consumer`` on asyncio connections and tasks; those
+drivers hold nothing but the I/O.
 
 A claim opens (or reopens) the LISTEN connection first and then claims, so
 after any reconnection the worker catches up at once instead of trusting
@@ -31,17 +33,18 @@ import psycopg
 
 from pyqueue import _queries as q
 from pyqueue._db import Claimed, undecodable
-from pyqueue.defaults import FOLLOWER_DELAY, PRUNE_BATCH, REAP_BATCH
+from pyqueue.defaults import FOLLOWER_DELAY
 from pyqueue.errors import translate_errors
 from pyqueue.job import JobRecord
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
-from pyqueue.worker.completing import completing, completion
+from pyqueue.worker.completing import completing
 from pyqueue.worker.heartbeating import beating
+from pyqueue.worker.maintenance import maintaining
 from pyqueue.worker.polling import PollBackoff
-from pyqueue.worker.prune import PRUNE, PruneTimer
+from pyqueue.worker.prune import PruneTimer
 from pyqueue.worker.schedules import ScheduleTimer
-from pyqueue.worker.scripts import Listen, Pipeline, Reset, Script, Sleep, Sql, lost_connection, reason
+from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
 from pyqueue.worker.settings import WorkerSettings
 
 logger = logging.getLogger("pyqueue.worker")
@@ -75,12 +78,10 @@ class ConsumerCore(Generic[J, S]):
         self.book = HeartbeatBook()  # every claimed job not yet acknowledged in the database
         self.acks = Acks()
         self._backoff = Backoff()
-        self._reaps = Every(settings.reap_interval)
+        self._reaps = Every.spread(settings.reap_interval)  # workers started together reap apart
         self.schedules = ScheduleTimer(settings.run_schedules)
         self.prunes = PruneTimer(settings.reap_interval)
         self.ack_at_once = ack_at_once  # send each completion or failure at once (the plain iterator)
-        # Completions ride along with the next claim (see claiming): not through a pooler.
-        self.pipelines = settings.prepare and psycopg.Pipeline.is_supported()
         self.listening = False  # the LISTEN connection is open
         self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
         self._responder = False  # holds its queues' first-responder lock (see waited)
@@ -178,44 +179,25 @@ class ConsumerCore(Generic[J, S]):
             self._backoff.reset()
 
     def claiming(self, n: int) -> Script[list[J] | None]:
-        """Up to ``n`` jobs; None when the database was unreachable (after a backoff).
-
-        The completions waiting to be sent (without results) go along when the
-        connection allows a pipeline (not through a transaction pooler): one
-        round trip and one commit for both. An error puts them back."""
+        """Up to ``n`` jobs; None when the database was unreachable (after a backoff)."""
         if n <= 0:
             return []
         query, params = q.claim_query(self.claim_queues, n, self.settings.worker_name, self.settings.lease)
         yield from self.looking()
-        riding = self.acks.take_completions() if self.pipelines else []
         try:
             sent_at = time.monotonic()
             with translate_errors():
-                if riding:
-                    done, rows = yield Pipeline((completion(riding), Sql(query, params, rows="claimed")))
-                else:
-                    rows = yield Sql(query, params, rows="claimed")
+                rows = yield Sql(query, params, rows="claimed")
         except psycopg.OperationalError as error:
-            self._unsent(riding)
             yield from self.connection_lost(error)
             return None
-        except Exception:
-            self._unsent(riding)
-            raise
         self.connected()
-        if riding:
-            self._settled(AckBatch(riding))
-            self._log_lost_completions(int(done), len(riding))
         self.polled(bool(rows))
         jobs = self._make_jobs(rows)
         if rows.undecodable:
             jobs = [job for job in jobs if not self._undecodable(job)]
         self.held(jobs, sent_at)
         return jobs
-
-    def _unsent(self, completions: list[JobRecord]) -> None:
-        if completions:
-            self.acks.put_back(AckBatch(list(completions)))
 
     def _undecodable(self, job: J) -> bool:
         """A job whose payload Python cannot decode is failed at once, not handed out."""
@@ -248,37 +230,8 @@ class ConsumerCore(Generic[J, S]):
         the async one after ``async with job:`` (``after_ack``)."""
 
     def maintaining(self) -> Script[None]:
-        """Call jobq.reap() when the reap interval has passed, so that jobs of
-        dead workers come back even without pg_cron. Also runs the worker-run
-        periodic jobs when they are due (see ``schedules``), and prunes now
-        and then (see ``prune``)."""
-        if self.schedules.due():
-            try:
-                with translate_errors():
-                    self.schedules.result((yield Sql(q.RUN_SCHEDULES)))
-            except psycopg.Error as error:
-                if self.schedules.error(error):
-                    yield from self._reset_if_lost(error)
-        if self.prunes.due():
-            try:
-                with translate_errors():
-                    self.prunes.pruned((yield Sql(PRUNE, (PRUNE_BATCH,))))
-            except psycopg.Error as error:
-                if self.prunes.error(error):
-                    yield from self._reset_if_lost(error)
-        if not self._reaps.due():
-            return
-        self._reaps.restart()
-        try:
-            with translate_errors():
-                reaped = int((yield Sql(q.REAP, (REAP_BATCH,))))
-        except psycopg.Error as error:
-            raise_if_fatal(error)
-            logger.warning("jobq.reap() failed: %s", error)
-            yield from self._reset_if_lost(error)  # the next claim reconnects
-            return
-        if reaped:
-            logger.info("reaped %d job(s) whose lease had expired", reaped)
+        """Reap, prune and run the periodic jobs when due (see ``pyqueue.worker.maintenance``)."""
+        return maintaining(self._reaps, self.schedules, self.prunes)
 
     def flushing(self) -> Script[bool]:
         """Send the pending acknowledgements; False if the database was unreachable

@@ -1,7 +1,7 @@
 """The I/O a consumer script asks for, and the stepper that runs a script.
 
 A script (``pyqueue.worker.consumer``) is a generator: it yields an
-operation (:class:`Sql`, :class:`Pipeline`, :class:`Reset`, :class:`Listen`, :class:`Sleep`)
+operation (:class:`Sql`, :class:`Reset`, :class:`Listen`, :class:`Sleep`)
 and gets its result back, or the exception it raised thrown in where it
 yielded, so that the script's own ``try``/``with translate_errors()``
 handle it as if it had called the database itself. A driver runs a script
@@ -35,17 +35,6 @@ class Sql:
 
 
 @dataclass(frozen=True, slots=True)
-class Pipeline:
-    """Send ``statements`` (all on a connection of ``on``) in one round trip, as
-    one transaction: psycopg's pipeline mode, one Sync at the end. The result
-    is the list of their results, read as each says; an error in any of them
-    raises it and leaves nothing of any of them done."""
-
-    statements: tuple[Sql, ...]
-    on: Source = "work"
-
-
-@dataclass(frozen=True, slots=True)
 class Reset:
     """Forget the connection(s) of ``on``: they may be broken (``"listen"``: close it)."""
 
@@ -65,7 +54,7 @@ class Sleep:
     seconds: float
 
 
-Op = Sql | Pipeline | Reset | Listen | Sleep
+Op = Sql | Reset | Listen | Sleep
 Script = Generator[Op, Any, T]
 
 

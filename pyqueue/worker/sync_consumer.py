@@ -15,12 +15,12 @@ from typing import Any
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import Claimed, claimed_rows, pipelined, scalar, tuples
+from pyqueue._db import Claimed, claimed_rows, scalar, tuples
 from pyqueue.defaults import LISTEN_APPLICATION_NAME
 from pyqueue.job import Job
 from pyqueue.worker.connections import Connection, ConnectionSource, connect, is_broken
 from pyqueue.worker.consumer import ConsumerCore
-from pyqueue.worker.scripts import Listen, Op, Pipeline, Reset, Script, Sql, Step, T
+from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sql, Step, T
 from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import RunningJobs
 from pyqueue.worker.wakeup import Wakeup
@@ -125,10 +125,6 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
             source = self.work if op.on == "work" else self._heartbeat_source
             with source.connection() as conn:
                 return READERS[op.rows](conn, op.query, op.params)
-        if isinstance(op, Pipeline):
-            source = self.work if op.on == "work" else self._heartbeat_source
-            with source.connection() as conn:
-                return pipelined(conn, [(s.query, s.params, s.rows) for s in op.statements])
         if isinstance(op, Reset):
             self._reset(op)
         elif isinstance(op, Listen):
