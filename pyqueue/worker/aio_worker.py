@@ -44,9 +44,10 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
     An in-transaction batch holds one of the ``concurrency`` slots for its
     whole length, on a connection of its own.
 
-    Settings are checked as :class:`pyqueue.Worker` checks them. Each
-    leased job's handler runs in a task of its own: when the job's
-    execution timeout passes (jobq 0.4) the task is cancelled and the job
+    Settings are checked as :class:`pyqueue.Worker` checks them. The leased
+    jobs' handlers run in ``concurrency`` handler tasks, each job's inside
+    the task that took it: when the job's execution timeout passes (jobq
+    0.4) that task is cancelled (and goes on with the next job) and the job
     failed with ``JobTimeout`` (retried like any failure); after a stop,
     handlers still running ``shutdown_timeout`` seconds later (default 30;
     None: no limit) are cancelled and their jobs failed with "shutdown
