@@ -114,10 +114,10 @@ screenshots: deps venv
 	ls -l docs/dashboard/*.png; exit $$status
 
 # --- numbers: `make bench` (the suite, then the pooler, the prune, the
-#     queue-partitioning and the queue-grants comparisons and the costs with a
-#     backlog of 1,000,000 jobs, about 45 minutes; the cold start, a
-#     1,000,000-job burst per drain in 3 rounds at W=4 and 16, an hour or more;
-#     and a SOAK_SECONDS soak);
+#     queue-partitioning and the queue-grants comparisons, the Python side of
+#     issue 24 and the costs with a backlog of 1,000,000 jobs, about 45 minutes;
+#     the cold start, a 1,000,000-job burst per drain in 3 rounds at W=4 and 16,
+#     an hour or more; and a SOAK_SECONDS soak);
 #     `make bench BENCH_ARGS=--quick SOAK_SECONDS=60` for a short run. Every
 #     program runs; the target fails when any of them missed its goal.
 SOAK_SECONDS ?= 600
@@ -129,6 +129,7 @@ bench: deps venv
 	$(PY) -m pyqueue.bench.prune $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_partitions $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_grants $(QUICK_FLAG) || status=1; \
+	$(PY) -m pyqueue.bench.python_side $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.backlog $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.cold_start $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.soak --duration $(SOAK_SECONDS) || status=1; \

@@ -99,7 +99,7 @@ def enqueue_many_query(
 ) -> tuple[str, dict[str, Any]]:
     """jobq.enqueue_many(); ``options`` are :func:`enqueue_params`'s."""
     sql, params = enqueue_params(q.ENQUEUE_MANY_TEMPLATE, queue, **options)
-    return sql, {**params, "payloads": check.payloads(payloads),
+    return sql, {**params, "payloads": check.payloads_array(payloads),
                  "keys": check.texts(keys, "job_keys", InvalidJobKey)}
 
 

@@ -20,7 +20,7 @@ import psycopg
 from pyqueue import _grant_statements as g
 from pyqueue import _statements as s
 from pyqueue import _workflow_statements as w
-from pyqueue._db import Statement, arun, run, undecodable
+from pyqueue._db import Claimed, Statement, arun, run, undecodable
 from pyqueue._statements import present_as
 from pyqueue.job import AsyncJob, Job
 
@@ -80,15 +80,14 @@ queue_grants, async_queue_grants = twins(g.queue_grants)
 
 
 def claiming(
-    build: Callable[P, Statement[list[Any]]],
+    build: Callable[P, Statement[Claimed]],
 ) -> tuple[Callable[Concatenate[Connection, P], list[Job]],
            Callable[Concatenate[AsyncConnection, P], Async[list[AsyncJob]]]]:
     """The claim calls: the claimed rows become jobs whose methods use
     ``conn``; a job whose payload cannot be decoded is failed with that
     error and left out."""
     def call(conn: Connection, *args: Any, **kwargs: Any) -> list[Job]:
-        rows = run(conn, build(*args, **kwargs))
-        jobs = [Job._claimed(row, lambda: contextlib.nullcontext(conn)) for row in rows]
+        jobs = Job._from_claim(run(conn, build(*args, **kwargs)), lambda: contextlib.nullcontext(conn))
         for job in jobs:
             if (error := undecodable(job.payload)) is not None:
                 job.fail(error)
@@ -99,8 +98,7 @@ def claiming(
         async def same_connection() -> AsyncIterator[AsyncConnection]:
             yield conn
 
-        rows = await arun(conn, build(*args, **kwargs))
-        jobs = [AsyncJob._claimed(row, same_connection) for row in rows]
+        jobs = AsyncJob._from_claim(await arun(conn, build(*args, **kwargs)), same_connection)
         for job in jobs:
             if (error := undecodable(job.payload)) is not None:
                 await job.fail(error)

@@ -17,13 +17,14 @@ import json
 import math
 import operator
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, SupportsIndex, cast
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
+from pyqueue import _arrays as arrays
 from pyqueue.errors import (
     InvalidArgument,
     InvalidBatchSize,
@@ -132,6 +133,14 @@ def queues(value: object, error: type[InvalidArgument]) -> str | list[str | None
 def payload(value: object, name: str = "payload", error: type[InvalidArgument] = InvalidPayload) -> Jsonb:
     """A payload (or other JSON argument) as the JSON text that goes to the
     database (SQL checks that it is an object and within its queue's size cap)."""
+    encoded = _plain_json(value)
+    if encoded is None:
+        encoded = _checked_json(value, name, error)
+    return Jsonb(encoded, dumps=_as_is)
+
+
+def _checked_json(value: object, name: str, error: type[InvalidArgument]) -> str:
+    """``value``'s JSON text, or the error that says what is wrong with it."""
     if isinstance(value, Mapping) and not isinstance(value, dict):
         value = dict(value)
     try:
@@ -159,7 +168,76 @@ def payload(value: object, name: str = "payload", error: type[InvalidArgument] =
                      f"{_before(encoded, exc.start)!r}",
                      "Only valid Unicode can be stored: decode bytes with errors='replace' or fix the "
                      "source of the string.") from None
-    return Jsonb(encoded, dumps=_as_is)
+    return encoded
+
+
+def _unserialisable(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _fast_encoder() -> Callable[[object, int], Sequence[str]] | None:
+    """The C encoder json.dumps makes for each call (with its arguments above),
+    made once: no circular check, so a circular value ends in RecursionError
+    and goes the careful way. None where json has no C encoder."""
+    try:
+        return json.encoder.c_make_encoder(  # type: ignore[no-any-return, attr-defined]
+            None, _unserialisable, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+    except (AttributeError, TypeError):
+        return None
+
+
+_FAST_ENCODE = _fast_encoder()
+_CONTAINERS = (dict, list, tuple)
+
+
+def _plain_json(value: object) -> str | None:
+    """The JSON text of a plain payload (a dict of dicts, lists, str, int,
+    finite float, bool and None, str keys only, no NUL, valid Unicode), the
+    same text :func:`_checked_json` makes; None for anything else or any
+    doubt (the careful path then encodes it or says what is wrong)."""
+    if _FAST_ENCODE is None or type(value) is not dict:
+        return None
+    try:
+        encoded = "".join(_FAST_ENCODE(value, 0))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if not _plain_keys(value):  # after the encoding: a value it encoded has no cycle to walk round
+        return None
+    if "\\u0000" in encoded or (not encoded.isascii() and not _valid_unicode(encoded)):
+        return None
+    return encoded
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain_keys(value: dict[Any, Any]) -> bool:
+    """Whether every key is a str, and every container a plain dict, list or
+    tuple (their subclasses go the careful way, as does a non-str key)."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            children = item.values()
+        elif kind is list or kind is tuple:
+            children = item
+        else:
+            return False
+        for child in children:
+            if type(child) in _CONTAINERS:
+                stack.append(child)
+            elif isinstance(child, _CONTAINERS):
+                return False
+    return True
 
 
 def _before(encoded: str, end: int) -> str:
@@ -168,10 +246,29 @@ def _before(encoded: str, end: int) -> str:
 
 
 def payloads(values: object, name: str = "payloads") -> list[Jsonb]:
+    _check_payload_list(values, name)
+    assert isinstance(values, Sequence)
+    return [payload(value, f"{name}[{i}]") for i, value in enumerate(values, start=1)]
+
+
+def payloads_array(values: object, name: str = "payloads") -> str:
+    """The payloads of enqueue_many as one jsonb[] literal, checked as
+    :func:`payloads` checks them (the same errors, naming ``payloads[i]``).
+    psycopg would adapt a list of payloads element by element in Python,
+    which costs more than the rest of the call; this is one join."""
+    _check_payload_list(values, name)
+    assert isinstance(values, Sequence)
+    texts = []
+    for i, value in enumerate(values, start=1):
+        encoded = _plain_json(value)
+        texts.append(_checked_json(value, f"{name}[{i}]", InvalidPayload) if encoded is None else encoded)
+    return arrays.texts(texts)
+
+
+def _check_payload_list(values: object, name: str) -> None:
     if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence):
         raise refuse(InvalidPayload, f"{name} must be a list of payloads, got {type(values).__name__}",
                      "Pass a list of dicts, one per job.")
-    return [payload(value, f"{name}[{i}]") for i, value in enumerate(values, start=1)]
 
 
 def _as_is(encoded: Any) -> str:

@@ -1,6 +1,6 @@
 """The SQL pyqueue sends: one text per operation, whatever the I/O (sync,
-async, a claimed job's method or a worker's batch); the claim statement and
-the rows it returns; and the error text a failed attempt records. The
+async, a claimed job's method or a worker's batch); the claim statement;
+and the error text a failed attempt records. The
 arguments that go with each text are checked in ``pyqueue._arguments``."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import traceback
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -176,21 +175,6 @@ def claim_query(
         "lease": check.seconds(lease, "lease", InvalidInterval),
     }
     return (CLAIM_MANY if isinstance(queues, list) else CLAIM_ONE), params
-
-
-@dataclass(frozen=True)
-class ClaimedRow:
-    """A claimed row split into the Job's fields and the granted lease length."""
-
-    fields: dict[str, Any]
-    lease_seconds: float
-
-
-def split_claimed_row(row: Mapping[str, Any]) -> ClaimedRow:
-    fields = {name: row[name] for name in JOB_COLUMNS}
-    fields.update({name: row[name] for name in JOB_COLUMNS_SINCE_0_2 + JOB_COLUMNS_SINCE_0_4
-                   if name in row})
-    return ClaimedRow(fields, float(row["lease_seconds"]))
 
 
 def format_error(error: BaseException) -> str:

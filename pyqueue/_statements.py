@@ -21,7 +21,7 @@ from uuid import UUID
 from pyqueue import _arguments as a
 from pyqueue import _checks as check
 from pyqueue import _queries as q
-from pyqueue._db import Statement
+from pyqueue._db import Claimed, Statement
 from pyqueue.defaults import REAP_BATCH
 from pyqueue.errors import InvalidPeriodicName
 
@@ -98,6 +98,10 @@ def present_as(call: Callable[..., Any], build: Callable[..., Any], module: str,
 
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _as_claimed(claimed: Claimed) -> Claimed:
+    return claimed
 
 
 def _ids(rows: list[tuple[Any, ...]]) -> list[int]:
@@ -197,7 +201,7 @@ def claim(
     *,
     worker: str | None = None,
     lease: timedelta | float | None = None,
-) -> Statement[list[q.ClaimedRow]]:
+) -> Statement[Claimed]:
     """Lease up to ``n`` ready jobs of one queue or several, most urgent first.
 
     ``worker`` (default ``host:pid``) is recorded on the jobs; ``lease``
@@ -206,7 +210,7 @@ def claim(
     deeper than its recursion limit) is failed with that error and left out.
     """
     sql, params = q.claim_query(queue, n, worker, lease)
-    return Statement(sql, params, "claimed", lambda rows: [q.split_claimed_row(row) for row in rows])
+    return Statement(sql, params, "claimed", _as_claimed)
 
 
 def complete(job_id: int, lease_token: UUID | str, result: Any = None) -> Statement[bool]:

@@ -17,7 +17,8 @@ from psycopg.types.json import Jsonb
 from pyqueue import _arguments as a
 from pyqueue import _queries as q
 from pyqueue import _statements as s
-from pyqueue._db import Statement, arun, run
+from pyqueue._claimed import jobs_from
+from pyqueue._db import Claimed, Statement, arun, run
 from pyqueue.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
@@ -76,9 +77,6 @@ class JobRecord:
         self._acknowledged = True
         if sent:
             self._settled = True
-
-    def _mark_settled(self) -> None:
-        self._settled = True
 
     def _mark_lease_lost(self) -> None:
         self._lease_lost = True
@@ -194,13 +192,6 @@ class Owed:
             return s.complete(self.job.id, self.job.lease_token, self.job._result)
         return s.fail(self.job.id, self.job.lease_token, self.error)
 
-    def hand_to(self, acker: Acknowledger) -> None:
-        """Leave it to a worker's batch instead."""
-        if self.error is None:
-            acker.complete_later(self.job)
-        else:
-            acker.fail_later(self.job, self.error)
-
 
 @dataclass
 class LeasedJob(JobRecord, Generic[CM, A]):
@@ -214,11 +205,11 @@ class LeasedJob(JobRecord, Generic[CM, A]):
         self._acker: A | None = None
 
     @classmethod
-    def _claimed(cls: type[J], row: q.ClaimedRow, connect: Callable[[], Any], acker: Any = None) -> J:
-        job = cls(**row.fields)
-        job._lease_seconds = row.lease_seconds
-        job._connect, job._acker = connect, acker
-        return job
+    def _from_claim(cls: type[J], claimed: Claimed, connect: Callable[[], Any], acker: Any = None) -> list[J]:
+        """The jobs of a claim's rows (``pyqueue._db.claimed_rows``), bound to
+        where their connection comes from and the worker's batch that
+        acknowledges them (see ``pyqueue._claimed``)."""
+        return jobs_from(cls, claimed, connect=connect, acker=acker)
 
     def _connection(self) -> CM:
         if self._connect is None:
@@ -239,6 +230,21 @@ class LeasedJob(JobRecord, Generic[CM, A]):
         if self._acknowledged:
             return None
         return Owed(self, None if exc is None else q.format_error(exc))
+
+    def _handed_over(self, exc: BaseException | None) -> bool:
+        """Leaving ``with job:`` of a worker's job: what it still owes goes to
+        the worker's batch (the common path: no object made). False when the
+        job has no worker and owes something (it is sent at once then)."""
+        if self._acknowledged:
+            return True
+        acker = self._acker
+        if acker is None:
+            return False
+        if exc is None:
+            acker.complete_later(self)
+        else:
+            acker.fail_later(self, q.format_error(exc))
+        return True
 
 
 @dataclass
@@ -297,12 +303,9 @@ class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], Acknowledge
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if (owed := self._owed(exc)) is not None:
-            if self._acker is not None:
-                owed.hand_to(self._acker)
-            else:
-                self._acknowledged_by(self._send(owed.statement()))
-        return _swallowed(self, exc)
+        if not self._handed_over(exc) and (owed := self._owed(exc)) is not None:
+            self._acknowledged_by(self._send(owed.statement()))
+        return exc is not None and _swallowed(self, exc)
 
 
 def _swallowed(job: JobRecord, exc: BaseException | None) -> bool:
@@ -379,10 +382,10 @@ class AsyncJob(LeasedJob[AbstractAsyncContextManager[psycopg.AsyncConnection[Any
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if (owed := self._owed(exc)) is not None:
-            if self._acker is not None:
-                owed.hand_to(self._acker)
+        if self._acker is not None:
+            if not self._acknowledged:
+                self._handed_over(exc)
                 await self._acker.after_ack()
-            else:
-                self._acknowledged_by(await self._send(owed.statement()))
-        return _swallowed(self, exc)
+        elif (owed := self._owed(exc)) is not None:
+            self._acknowledged_by(await self._send(owed.statement()))
+        return exc is not None and _swallowed(self, exc)

@@ -1,10 +1,11 @@
 """The benchmark programs of issue 16 do what they say, on real servers, at a
 tiny size and without any timing assertion (their figures are what
 ``make bench`` prints): the prune comparison empties both archives, the
-partitioned copy of the live table runs jobq unchanged, and the soak's
+partitioned copy of the live table runs jobq unchanged, the soak's
 verdict catches drift, growth and a slowing pickup, the pooler counts
-the round of median ratio and refuses bad sizes, and the queue-grants
-comparison measures every workload on every configuration. A bench program stopped by
+the round of median ratio and refuses bad sizes, the queue-grants
+comparison measures every workload on every configuration, and the
+Python-side comparison of issue 24 measures every row and judges every goal. A bench program stopped by
 SIGTERM mid-drain stops its driver processes, PgBouncer and its throwaway
 server before it exits. (The pooler's drain is exercised by
 tests/test_pooler_fleet.py.) The cold-start benchmark (issue 24) refuses
@@ -29,7 +30,16 @@ import psycopg
 import pytest
 from pytest_postgresql.executors import PostgreSQLExecutor
 
-from pyqueue.bench import cold_start, cold_systems, pooler, prune, queue_grants, queue_partitions, soak
+from pyqueue.bench import (
+    cold_start,
+    cold_systems,
+    pooler,
+    prune,
+    python_side,
+    queue_grants,
+    queue_partitions,
+    soak,
+)
 from pyqueue.bench.harness import Role, Run, Signals, Task
 from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
 from tests.chaos_support import drop_login_role
@@ -132,6 +142,36 @@ def test_the_pooler_refuses_sizes_under_one(option: str, capsys: pytest.CaptureF
     assert stopped.value.code == 2
     error = capsys.readouterr().err
     assert option in error and "must be at least 1" in error, error
+
+
+def test_the_python_side_measures_every_row_and_judges_every_goal(conn: Conn, dsn: str) -> None:
+    tiny = python_side.Settings(jobs=300, batch=50, concurrency=2, enqueue_jobs=300, producers=2,
+                                single_jobs=20, rounds=1, fleets=(1, 2))
+    result = python_side.python_side(dsn, conn, tiny)
+    assert set(result["rows"]) == set(python_side.ROWS)
+    assert all(row["jobs_per_s"] > 0 and len(row["runs_jobs_per_s"]) == 1 for row in result["rows"].values())
+    assert result["rows"]["fleet_large"]["about"] == "W=2 pyqueue.Worker processes"
+    assert set(result["goals"]) == set(python_side.GOALS)
+    assert all(goal["value"] > 0 and goal["met"] in (True, False) for goal in result["goals"].values())
+    assert result["ok"] == all(goal["met"] for goal in result["goals"].values())
+    assert scalar(conn, "SELECT count(*) FROM jobq._job") == 0  # every drain drained, the rest removed
+    assert all(value > 0 for value in result["by_hand"].values()), result["by_hand"]
+    printed = python_side.summary(result)
+    assert "one pyqueue.aio.AsyncWorker process" in printed and "time per pyqueue.enqueue" in printed
+    assert "against the same SQL by hand" in printed
+
+
+@pytest.mark.parametrize(("rates", "met"), [
+    ({"worker": 80, "async_worker": 80, "fleet_large": 90, "enqueue_many": 90, "insert_one": 120}, True),
+    ({"worker": 79, "async_worker": 80, "fleet_large": 90, "enqueue_many": 90, "insert_one": 120}, False),
+    ({"worker": 80, "async_worker": 80, "fleet_large": 89, "enqueue_many": 90, "insert_one": 120}, False),
+    ({"worker": 80, "async_worker": 80, "fleet_large": 90, "enqueue_many": 90, "insert_one": 121}, False),
+])
+def test_the_python_side_goals_hold_at_their_bounds(rates: dict[str, float], met: bool) -> None:
+    floors = {"sql_loop": 100, "fleet_small": 100, "insert": 100, "enqueue_one": 100}
+    goals = python_side.judged({**floors, **rates})
+    assert all(goal["met"] for goal in goals.values()) is met, goals
+    assert goals["enqueue_time_vs_insert"]["max"] == 1.2  # time per job: the one bound from above
 
 
 def test_a_bench_program_stopped_by_sigterm_stops_what_it_started(tmp_path: Path) -> None:

@@ -27,4 +27,10 @@ Programs of their own, which ``make bench`` runs after the suite (issue 16):
   into a fresh, never-analyzed database, drained by workers started at once, against the floor
   and a pgmq-style loop (issue 24);
 - ``soak``: 10 minutes at 70 % of capacity, sampled every 10 s, with a verdict and a chart.
+
+And, after ``queue_partitions``, issue 24's:
+
+- ``python_side``: what pyqueue's Python adds to jobq's SQL: one Worker and one AsyncWorker
+  process against a bare claim + complete_many loop, W=16 Worker processes against W=4,
+  ``enqueue_many`` and ``enqueue`` against a raw INSERT from Python.
 """

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import aclaimed_rows, ascalar, atuples
+from pyqueue._db import Claimed, aclaimed_rows, ascalar, atuples
 from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, LISTEN_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from pyqueue.job import AsyncJob, JobRecord, log_failed
 from pyqueue.worker.connections import AsyncConnection, AsyncDedicatedConnection, aconnect, is_broken
@@ -111,7 +111,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
     def __init__(self, settings: WorkerSettings, *, stop: asyncio.Event, work: AsyncDedicatedConnection,
                  heartbeat: AsyncDedicatedConnection, claim_queues: Sequence[str] | None = None,
                  ack_at_once: bool = False) -> None:
-        super().__init__(settings, self._job, work=work, heartbeat=heartbeat,
+        super().__init__(settings, self._jobs, work=work, heartbeat=heartbeat,
                          claim_queues=claim_queues, ack_at_once=ack_at_once)
         self.stop = stop
         self._listen: AsyncConnection | None = None
@@ -120,8 +120,8 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         self._timers: dict[int, asyncio.TimerHandle] = {}  # execution timeouts of the iterator's jobs
         self._expiring: set[asyncio.Task[bool]] = set()
 
-    def _job(self, row: q.ClaimedRow) -> AsyncJob:
-        return AsyncJob._claimed(row, self.work.connection, self)
+    def _jobs(self, claimed: Claimed) -> list[AsyncJob]:
+        return AsyncJob._from_claim(claimed, self.work.connection, self)
 
     # --- the I/O of the scripts
     async def run(self, script: Script[T]) -> T:

@@ -8,13 +8,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from pyqueue.job import AsyncJob
 from pyqueue.worker.aio_consumer import Consumer, make_consumer, new_connection, stop_on_signals
 from pyqueue.worker.connections import AsyncDedicatedConnection
+from pyqueue.worker.handler_tasks import HandlerTasks, InTaskSupervisor
 from pyqueue.worker.in_transaction import AsyncTxHandler, arun_batch
 from pyqueue.worker.settings import WorkerSettings
-from pyqueue.worker.timeouts import run_supervised
 from pyqueue.worker.worker_core import Rounds, WorkerCore
 
 logger = logging.getLogger("pyqueue.worker")
@@ -43,9 +44,10 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
     An in-transaction batch holds one of the ``concurrency`` slots for its
     whole length, on a connection of its own.
 
-    Settings are checked as :class:`pyqueue.Worker` checks them. Each
-    leased job's handler runs in a task of its own: when the job's
-    execution timeout passes (jobq 0.4) the task is cancelled and the job
+    Settings are checked as :class:`pyqueue.Worker` checks them. The leased
+    jobs' handlers run in ``concurrency`` handler tasks, each job's inside
+    the task that took it: when the job's execution timeout passes (jobq
+    0.4) that task is cancelled (and goes on with the next job) and the job
     failed with ``JobTimeout`` (retried like any failure); after a stop,
     handlers still running ``shutdown_timeout`` seconds later (default 30;
     None: no limit) are cancelled and their jobs failed with "shutdown
@@ -59,6 +61,7 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
     def _prepare(self) -> None:
         self._stop = asyncio.Event()
         self._tx_connections: list[AsyncDedicatedConnection] = []  # idle batch connections
+        self._held = 0  # leased jobs handed to the handler tasks and not finished
 
     def stop(self) -> None:
         """Stop claiming; ``run()`` returns once the started jobs (and batches)
@@ -72,11 +75,17 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
         tasks: set[asyncio.Task[None]] = set()
         with self._observer.serving(), stop_on_signals(handle_signals, self._stop):
             consumer = make_consumer(settings, self._stop, claim_queues=list(self._handlers))
+            supervisor = InTaskSupervisor(consumer, self.shutdown_timeout)
+            runners = HandlerTasks(self.concurrency if self._handlers else 0,
+                                   partial(self._execute, consumer, slots, supervisor), "pyqueue-handler")
             try:
-                await self._loop(settings, consumer, slots, tasks)
+                await self._loop(settings, consumer, slots, runners, tasks)
             finally:
                 self._stop.set()
+                supervisor.stopping()
+                await runners.close()  # the jobs not started are released
                 await asyncio.gather(*tasks, return_exceptions=True)
+                supervisor.close()
                 await consumer.close()
                 for conn in self._tx_connections:
                     await conn.close()
@@ -84,54 +93,51 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
             raise self._fatal
 
     async def _loop(self, settings: WorkerSettings, consumer: Consumer, slots: asyncio.Semaphore,
-                    tasks: set[asyncio.Task[None]]) -> None:
+                    runners: HandlerTasks[AsyncJob], tasks: set[asyncio.Task[None]]) -> None:
         rounds = Rounds(self.batch_size, self.concurrency, bool(self._handlers))
-        leased: set[asyncio.Task[None]] = set()
 
-        def spawn(work: Awaitable[None], *, lease: bool) -> None:
+        def spawn(work: Awaitable[None]) -> None:
             task = asyncio.ensure_future(work)
             tasks.add(task)
             task.add_done_callback(tasks.discard)
-            if lease:
-                leased.add(task)
-                task.add_done_callback(finished)
-
-        def finished(task: asyncio.Task[None]) -> None:
-            leased.discard(task)
-            if len(leased) in {rounds.threshold, 0}:
-                consumer.poke()  # room for the next batch, or idle: time to acknowledge
 
         while not self._stop.is_set():
             consumer.unpoke()
             await consumer.maybe_reap()
-            if rounds.claim_now(len(leased)):
+            if rounds.claim_now(self._held):
                 jobs = await consumer.claim(rounds.batch)
                 if jobs is None:
                     continue
                 self._observer.claimed(jobs)
-                for job in jobs:
-                    spawn(self._execute(consumer, slots, job), lease=True)
+                self._held += len(jobs)
+                runners.put_many(jobs)
                 rounds.claimed(len(jobs))
             if start := self._batches_to_start():
                 await consumer.looked()
                 for queue in start:
-                    spawn(self._run_batches(settings, consumer, slots, queue), lease=False)
-            if rounds.flush_now(consumer.acks, len(leased)):
+                    spawn(self._run_batches(settings, consumer, slots, queue))
+            if rounds.flush_now(consumer.acks, self._held):
                 await consumer.flush()
-            if rounds.claim_now(len(leased)) or self._batch_startable():
+            if rounds.claim_now(self._held) or self._batch_startable():
                 continue
-            if await consumer.wait(refresh=self._refresh(rounds), respond=rounds.respond(len(leased))):
+            if await consumer.wait(refresh=self._refresh(rounds), respond=rounds.respond(self._held)):
                 self._woke(rounds)
 
-    async def _execute(self, consumer: Consumer, slots: asyncio.Semaphore, job: AsyncJob) -> None:
-        async with slots:
-            if job.lease_lost:
-                return
-            if self._stop.is_set():
-                consumer.release_later(job)
-                return
-            await run_supervised(job, self._handlers[job.queue], stop=self._stop,
-                                 grace=self.shutdown_timeout, acker=consumer)
+    async def _execute(self, consumer: Consumer, slots: asyncio.Semaphore, supervisor: InTaskSupervisor,
+                       job: AsyncJob) -> None:
+        """A leased job, in a handler task: its handler, supervised."""
+        try:
+            async with slots:
+                if job.lease_lost:
+                    return
+                if self._stop.is_set():
+                    consumer.release_later(job)
+                    return
+                await supervisor.run(job, self._handlers[job.queue])
+        finally:
+            self._held -= 1
+            if self._held in (self.concurrency, 0):
+                consumer.poke()  # room for the next batch, or idle: time to acknowledge
 
     async def _run_batches(self, settings: WorkerSettings, consumer: Consumer, slots: asyncio.Semaphore,
                            queue: str) -> None:

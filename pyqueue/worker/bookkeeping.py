@@ -8,11 +8,11 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from uuid import UUID
 
+from pyqueue import _arrays as arrays
 from pyqueue.defaults import (
     ACK_FLUSH_INTERVAL,
     HEARTBEAT_FRACTION,
@@ -55,6 +55,14 @@ class Every:
         self.interval = interval
         self._next = time.monotonic() + first_after
 
+    @classmethod
+    def spread(cls, interval: float | None) -> Every:
+        """Due first at a random point of the first interval: workers started
+        together (a deployment, a fleet's cold start) would otherwise all run
+        it at once, each doing the same work (every reap scanning for the same
+        expired leases); the jitter keeps the later deadlines apart."""
+        return cls(interval, first_after=random.uniform(0, interval or 0.0))
+
     def seconds_left(self) -> float:
         if self.interval is None:
             return math.inf
@@ -82,15 +90,14 @@ class AckBatch:
     def jobs(self) -> list[JobRecord]:
         return [*self.completes, *self.releases, *(j for j, _ in self.fails)]
 
-    def mark_settled(self) -> None:
-        for job in self.jobs():
-            job._mark_settled()
+    def complete_args(self, jobs: Sequence[JobRecord]) -> tuple[str, str]:
+        """The ids and lease tokens of ``jobs`` (RELEASE_MANY), as array literals."""
+        return arrays.bigints([j.id for j in jobs]), arrays.uuids([j.lease_token for j in jobs])
 
-    def complete_args(self, jobs: Sequence[JobRecord]) -> tuple[list[int], list[UUID]]:
-        return [j.id for j in jobs], [j.lease_token for j in jobs]
-
-    def fail_args(self, fails: Sequence[tuple[JobRecord, str]]) -> tuple[list[int], list[str], list[UUID]]:
-        return [j.id for j, _ in fails], [e for _, e in fails], [j.lease_token for j, _ in fails]
+    def fail_args(self, fails: Sequence[tuple[JobRecord, str]]) -> tuple[str, list[str], str]:
+        """The ids, errors and lease tokens of ``fails`` (FAIL_MANY)."""
+        return (arrays.bigints([j.id for j, _ in fails]), [e for _, e in fails],
+                arrays.uuids([j.lease_token for j, _ in fails]))
 
 
 def chunks(items: Sequence[object], size: int = ACK_CHUNK) -> Iterable[range]:
@@ -114,33 +121,48 @@ class Acks:
 
     # Each returns False, and adds nothing, when the job was acknowledged
     # already: of a handler finishing and a timeout firing at the same
-    # moment, exactly one acknowledgement is sent.
+    # moment, exactly one acknowledgement is sent. Each is one lock and one
+    # append (a worker calls complete_later once per job).
     def complete_later(self, job: JobRecord) -> bool:
-        return self._add(job, lambda batch: batch.completes.append(job))
+        with self._lock:  # the batch is looked up under the lock: take() swaps it
+            if not self._accepted(job):
+                return False
+            self._batch.completes.append(job)
+        return True
 
     def fail_later(self, job: JobRecord, error: str) -> bool:
-        return self._add(job, lambda batch: batch.fails.append((job, error)))
+        with self._lock:
+            if not self._accepted(job):
+                return False
+            self._batch.fails.append((job, error))
+        return True
 
     def release_later(self, job: JobRecord) -> bool:
-        return self._add(job, lambda batch: batch.releases.append(job))
+        with self._lock:
+            if not self._accepted(job):
+                return False
+            self._batch.releases.append(job)
+        return True
 
     def expire_later(self, job: JobRecord, error: str) -> bool:
         """``fail_later`` for a job past its timeout: it is marked timed out
         in the same step, before anyone can see it acknowledged."""
-        def put(batch: AckBatch) -> None:
-            job._mark_timed_out()
-            batch.fails.append((job, error))
-        return self._add(job, put)
-
-    def _add(self, job: JobRecord, put: Callable[[AckBatch], None]) -> bool:
-        with self._lock:  # the batch is looked up under the lock: take() swaps it
+        with self._lock:
             if job.acknowledged:
                 return False
-            put(self._batch)
-            job._mark_acknowledged(sent=False)
-            if self._oldest is None:
-                self._oldest = time.monotonic()
-            return True
+            job._mark_timed_out()
+            self._accepted(job)
+            self._batch.fails.append((job, error))
+        return True
+
+    def _accepted(self, job: JobRecord) -> bool:
+        """Under the lock: mark ``job`` acknowledged (not yet sent), unless it was already."""
+        if job.acknowledged:
+            return False
+        job._mark_acknowledged(sent=False)
+        if self._oldest is None:
+            self._oldest = time.monotonic()
+        return True
 
     def take(self) -> AckBatch:
         with self._lock:
@@ -193,19 +215,22 @@ class HeartbeatBook:
         """Hold jobs claimed by a request sent at monotonic time ``claimed_at``;
         when the first of them is due (inf when there were none)."""
         first = math.inf
+        fraction = self.fraction
         with self._lock:
+            held = self._held
             for job in jobs:
                 lease = max(job.lease_seconds or MIN_LEASE, MIN_LEASE)
-                due = claimed_at + lease * self.fraction
-                self._held[job.id] = _Held(job, lease, due)
+                due = claimed_at + lease * fraction
+                held[job.id] = _Held(job, lease, due)
                 first = min(first, due)
         return first
 
     def discard(self, jobs: Iterable[JobRecord]) -> None:
         """Forget jobs whose acknowledgement reached the database."""
         with self._lock:
+            pop = self._held.pop
             for job in jobs:
-                self._held.pop(job.id, None)
+                pop(job.id, None)
 
     def _prune(self) -> None:
         for job_id in [i for i, h in self._held.items() if h.job._settled or h.job.lease_lost]:

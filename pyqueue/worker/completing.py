@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from pyqueue import _arrays as arrays
 from pyqueue import _queries as q
 from pyqueue.errors import PayloadTooLarge
 from pyqueue.job import JobRecord, log_failed
@@ -25,12 +26,18 @@ from pyqueue.worker.scripts import Script, Sql
 TOO_LARGE = PayloadTooLarge.SQLSTATE
 
 
+def completion(jobs: Sequence[JobRecord]) -> Sql:
+    """The complete_many of ``jobs``, without results (what a claim can carry along)."""
+    ids, tokens = arrays.bigints([j.id for j in jobs]), arrays.uuids([j.lease_token for j in jobs])
+    return Sql(q.COMPLETE_MANY, (ids, tokens))
+
+
 def completing(jobs: Sequence[JobRecord]) -> Script[int]:
     """Complete ``jobs`` (their results included); how many still held their lease."""
-    ids, tokens = [j.id for j in jobs], [j.lease_token for j in jobs]
     results = [j._result for j in jobs]
-    if all(r is None for r in results):
-        return int((yield Sql(q.COMPLETE_MANY, (ids, tokens))))
+    if results.count(None) == len(results):
+        return int((yield completion(jobs)))
+    ids, tokens = arrays.bigints([j.id for j in jobs]), arrays.uuids([j.lease_token for j in jobs])
     try:
         return int((yield Sql(q.COMPLETE_MANY_RESULTS, (ids, tokens, results))))
     except psycopg.Error as error:

@@ -5,10 +5,12 @@ to do with the rows, how finished jobs are acknowledged in batches, which
 leases to extend, when to reap, prune and run the periodic jobs, how long to
 wait for work, how to back off when the database goes away. Each of those
 is a *script*: a generator that yields the I/O it needs as small values
-(:class:`Sql`, :class:`Reset`, :class:`Listen`, :class:`Sleep`) and gets the
-result (or the exception) back. ``sync_consumer`` runs the scripts on psycopg
-connections and threads, ``aio_consumer`` on asyncio connections and tasks;
-those drivers hold nothing but the I/O.
+(:class:`Sql`, :class:`Reset`, :class:`Listen`, :class:`Sleep`) and gets
+the result (or the exception) back; the scripts of
+heartbeats and maintenance live beside it (``heartbeating``,
+``maintenance``). ``sync_consumer`` runs the scripts on psycopg connections
+and threads, ``aio_consumer`` on asyncio connections and tasks; those
+drivers hold nothing but the I/O.
 
 A claim opens (or reopens) the LISTEN connection first and then claims, so
 after any reconnection the worker catches up at once instead of trusting
@@ -30,15 +32,17 @@ from typing import Generic, TypeVar
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import undecodable
-from pyqueue.defaults import FOLLOWER_DELAY, PRUNE_BATCH, REAP_BATCH
+from pyqueue._db import Claimed, undecodable
+from pyqueue.defaults import FOLLOWER_DELAY
 from pyqueue.errors import translate_errors
 from pyqueue.job import JobRecord
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
 from pyqueue.worker.completing import completing
+from pyqueue.worker.heartbeating import beating
+from pyqueue.worker.maintenance import maintaining
 from pyqueue.worker.polling import NotifyThrottle, PollBackoff
-from pyqueue.worker.prune import PRUNE, PruneTimer
+from pyqueue.worker.prune import PruneTimer
 from pyqueue.worker.schedules import ScheduleTimer
 from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
 from pyqueue.worker.settings import WorkerSettings
@@ -54,12 +58,12 @@ S = TypeVar("S")  # where the driver gets its connections
 class ConsumerCore(Generic[J, S]):
     """The state and the scripts of a consumer; a driver subclass runs them.
 
-    ``make_job`` turns a claimed row into the driver's job (a ``Job`` bound
-    to sync connections, an ``AsyncJob`` to async ones). ``work`` carries
+    ``make_jobs`` turns a claim's rows into the driver's jobs (``Job`` objects
+    bound to sync connections, ``AsyncJob`` objects to async ones). ``work`` carries
     the claims and acknowledgements, ``heartbeat`` the heartbeats.
     """
 
-    def __init__(self, settings: WorkerSettings, make_job: Callable[[q.ClaimedRow], J], *, work: S,
+    def __init__(self, settings: WorkerSettings, make_jobs: Callable[[Claimed], list[J]], *, work: S,
                  heartbeat: S, claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
         self.settings = settings
         self.work = work
@@ -70,11 +74,11 @@ class ConsumerCore(Generic[J, S]):
         self._queue_set = set(self.queues)
         self.poll_interval = settings.poll_interval
         self.use_listen = settings.use_listen
-        self._make_job = make_job
+        self._make_jobs = make_jobs
         self.book = HeartbeatBook()  # every claimed job not yet acknowledged in the database
         self.acks = Acks()
         self._backoff = Backoff()
-        self._reaps = Every(settings.reap_interval)
+        self._reaps = Every.spread(settings.reap_interval)  # workers started together reap apart
         self.schedules = ScheduleTimer(settings.run_schedules)
         self.prunes = PruneTimer(settings.reap_interval)
         self.ack_at_once = ack_at_once  # send each completion or failure at once (the plain iterator)
@@ -192,16 +196,19 @@ class ConsumerCore(Generic[J, S]):
             return None
         self.connected()
         self.polled(bool(rows))
-        jobs = []
-        for row in rows:
-            job = self._make_job(q.split_claimed_row(row))
-            if (problem := undecodable(job.payload)) is not None:
-                logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
-                self.fail_later(job, problem)
-                continue
-            jobs.append(job)
+        jobs = self._make_jobs(rows)
+        if rows.undecodable:
+            jobs = [job for job in jobs if not self._undecodable(job)]
         self.held(jobs, sent_at)
         return jobs
+
+    def _undecodable(self, job: J) -> bool:
+        """A job whose payload Python cannot decode is failed at once, not handed out."""
+        if (problem := undecodable(job.payload)) is None:
+            return False
+        logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
+        self.fail_later(job, problem)
+        return True
 
     def held(self, jobs: Sequence[J], claimed_at: float) -> float:
         """Jobs to heartbeat from now on; when the first is due (the drivers
@@ -226,37 +233,8 @@ class ConsumerCore(Generic[J, S]):
         the async one after ``async with job:`` (``after_ack``)."""
 
     def maintaining(self) -> Script[None]:
-        """Call jobq.reap() when the reap interval has passed, so that jobs of
-        dead workers come back even without pg_cron. Also runs the worker-run
-        periodic jobs when they are due (see ``schedules``), and prunes now
-        and then (see ``prune``)."""
-        if self.schedules.due():
-            try:
-                with translate_errors():
-                    self.schedules.result((yield Sql(q.RUN_SCHEDULES)))
-            except psycopg.Error as error:
-                if self.schedules.error(error):
-                    yield from self._reset_if_lost(error)
-        if self.prunes.due():
-            try:
-                with translate_errors():
-                    self.prunes.pruned((yield Sql(PRUNE, (PRUNE_BATCH,))))
-            except psycopg.Error as error:
-                if self.prunes.error(error):
-                    yield from self._reset_if_lost(error)
-        if not self._reaps.due():
-            return
-        self._reaps.restart()
-        try:
-            with translate_errors():
-                reaped = int((yield Sql(q.REAP, (REAP_BATCH,))))
-        except psycopg.Error as error:
-            raise_if_fatal(error)
-            logger.warning("jobq.reap() failed: %s", error)
-            yield from self._reset_if_lost(error)  # the next claim reconnects
-            return
-        if reaped:
-            logger.info("reaped %d job(s) whose lease had expired", reaped)
+        """Reap, prune and run the periodic jobs when due (see ``pyqueue.worker.maintenance``)."""
+        return maintaining(self._reaps, self.schedules, self.prunes)
 
     def flushing(self) -> Script[bool]:
         """Send the pending acknowledgements; False if the database was unreachable
@@ -271,9 +249,7 @@ class ConsumerCore(Generic[J, S]):
                     jobs = [batch.completes[i] for i in part]
                     done = yield from completing(jobs)
                     sent.completes.extend(jobs)
-                    if done < len(jobs):
-                        logger.warning("%d of %d finished job(s) had lost their lease: not completed",
-                                       len(jobs) - done, len(jobs))
+                    self._log_lost_completions(done, len(jobs))
                 for part in chunks(batch.fails):
                     fails = [batch.fails[i] for i in part]
                     rows = yield Sql(q.FAIL_MANY, batch.fail_args(fails), rows="tuples")
@@ -300,10 +276,13 @@ class ConsumerCore(Generic[J, S]):
         return True
 
     def _settled(self, sent: AckBatch) -> None:
-        jobs = sent.jobs()
-        for job in jobs:
-            job._mark_settled()
-        self.book.discard(jobs)
+        """Their acknowledgements reached the database: no more heartbeats."""
+        self.book.discard(sent.jobs())
+
+    @staticmethod
+    def _log_lost_completions(done: int, sent: int) -> None:
+        if done < sent:
+            logger.warning("%d of %d finished job(s) had lost their lease: not completed", sent - done, sent)
 
     @staticmethod
     def _log_lost(what: str, ids: list[int]) -> None:
@@ -321,27 +300,8 @@ class ConsumerCore(Generic[J, S]):
 
     # --- heartbeats
     def beating(self, due: list[tuple[JobRecord, timedelta]]) -> Script[None]:
-        """Extend the leases of the ``due`` jobs in one statement. A job whose
-        lease turns out lost is marked (``job.lease_lost``) so the worker skips
-        it if not yet started."""
-        sent_at = time.monotonic()
-        params = ([j.id for j, _ in due], [j.lease_token for j, _ in due], [e for _, e in due])
-        try:
-            with translate_errors():
-                rows = yield Sql(q.HEARTBEAT_MANY, params, rows="tuples", on="heartbeat")
-        except psycopg.Error as error:
-            logger.warning("heartbeat of %d job(s) failed, retrying: %s", len(due), error)
-            if isinstance(error, psycopg.OperationalError) and lost_connection(error):
-                yield Reset("heartbeat")
-            self.book.retry_later(j for j, _ in due)
-            return
-        alive = {row[0] for row in rows if row[1]}
-        for job, _ in due:
-            if job.id in alive:
-                self.book.renewed(job, sent_at)
-            elif not job.acknowledged:
-                job._mark_lease_lost()
-                logger.warning("job %d of queue %r lost its lease (reaped or cancelled)", job.id, job.queue)
+        """Extend the leases of the ``due`` jobs (see ``pyqueue.worker.heartbeating``)."""
+        return beating(self.book, due)
 
     # --- waiting
     def _next_run_in(self) -> Script[float | None]:

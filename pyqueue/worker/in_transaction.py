@@ -135,7 +135,7 @@ def run_batch(conn: Connection, queue: str, n: int, handler: TxHandler) -> int:
         with translate_errors():
             rows = claimed_rows(conn, q.HOLD, (queue, n))
         batch = _Batch(conn)
-        for row in rows:
+        for row in rows.dicts():
             job = TxJob(**row, _conn=conn, _use=batch.use)
             batch.run(job, handler)
         if batch.done:
@@ -210,7 +210,7 @@ async def arun_batch(conn: AsyncConnection, queue: str, n: int, handler: AsyncTx
         with translate_errors():
             rows = await aclaimed_rows(conn, q.HOLD, (queue, n))
         batch = _AsyncBatch(conn)
-        for row in rows:
+        for row in rows.dicts():
             await batch.run(AsyncTxJob(**row, conn=conn), handler)
         await batch.settle(next_job=False)
         if batch.done:

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import claimed_rows, scalar, tuples
+from pyqueue._db import Claimed, claimed_rows, scalar, tuples
 from pyqueue.defaults import LISTEN_APPLICATION_NAME
 from pyqueue.job import Job
 from pyqueue.worker.connections import Connection, ConnectionSource, connect, is_broken
@@ -95,7 +95,7 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
                  heartbeat: ConnectionSource, jobs: ConnectionSource | None = None,
                  claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
         self.jobs = work if jobs is None else jobs
-        super().__init__(settings, self._job, work=work, heartbeat=heartbeat,
+        super().__init__(settings, self._jobs, work=work, heartbeat=heartbeat,
                          claim_queues=claim_queues, ack_at_once=ack_at_once)
         self.wakeup = wakeup
         self._listen: Connection | None = None
@@ -104,8 +104,8 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
         self.running = RunningJobs(self.acks, self.book, self.flush,
                                    stopped=lambda: wakeup.stopped, grace=settings.shutdown_timeout)
 
-    def _job(self, row: q.ClaimedRow) -> Job:
-        return Job._claimed(row, self.jobs.connection, self)
+    def _jobs(self, claimed: Claimed) -> list[Job]:
+        return Job._from_claim(claimed, self.jobs.connection, self)
 
     # --- the I/O of the scripts
     def run(self, script: Script[T]) -> T:

@@ -189,22 +189,24 @@ class Worker(WorkerCore[Handler, TxHandler]):
             if job.timeout is not None:  # it may be given up on: remember its thread
                 with self._lock:
                     self._executing[job.id] = threading.get_ident()
-            consumer.running.started(job)
+            running = consumer.running
+            running.started(job)
             try:
                 run_job(job, self._handlers[job.queue])
             finally:
-                consumer.running.finished(job)
+                running.finished(job)
         except BaseException:
             logger.exception("handler of queue %r raised out of job %d", job.queue, job.id)
         finally:
             with self._lock:
                 if job.id not in self._given_up:
-                    self._executing.pop(job.id, None)
+                    if job.timeout is not None:
+                        self._executing.pop(job.id, None)
                     self._held -= 1
                 else:
                     self._given_up.discard(job.id)  # counted out when it timed out
                 held = self._held
-            if held in {self.concurrency, 0}:
+            if held in (self.concurrency, 0):
                 self._wakeup.poke()  # room for the next batch, or idle: time to acknowledge
 
     def _timed_out(self, threads: HandlerThreads, job: JobRecord) -> None:

@@ -1,0 +1,126 @@
+"""The handler tasks of an AsyncWorker: a fixed set of tasks taking work from
+one queue, the asyncio twin of ``handler_threads``. Cheaper per job than a
+task per job (no task, no semaphore wait, no done-callbacks made per job):
+a worker hands over a whole claimed batch at once, and each job's handler
+runs inside the task that took it.
+
+:class:`InTaskSupervisor` is what makes that possible: it cancels the task
+running a handler (not a task made for it) when the job's execution timeout
+passes, or ``grace`` seconds after the worker stopped, and tells its own
+cancellations from anyone else's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+from pyqueue.errors import JobTimeout
+from pyqueue.job import AsyncJob, log_failed
+from pyqueue.worker.timeouts import AsyncAcker, shutdown_error
+
+logger = logging.getLogger("pyqueue.worker")
+
+T = TypeVar("T")
+TIMED_OUT = "timed out"  # why the supervisor cancelled a task
+SHUT_DOWN = "shut down"
+
+
+class HandlerTasks(Generic[T]):
+    """``size`` tasks, each running ``run(item)`` for the items handed to
+    :meth:`put_many`, one item after the other, in order."""
+
+    def __init__(self, size: int, run: Callable[[T], Awaitable[None]], name: str) -> None:
+        self._items: asyncio.Queue[T | None] = asyncio.Queue()
+        self._run = run
+        self._tasks = [asyncio.create_task(self._work(), name=f"{name}-{k}") for k in range(size)]
+
+    def put_many(self, items: Iterable[T]) -> None:
+        for item in items:
+            self._items.put_nowait(item)
+
+    async def _work(self) -> None:
+        while (item := await self._items.get()) is not None:
+            try:
+                await self._run(item)
+            except Exception:
+                logger.exception("a handler task's work raised")
+
+    async def close(self) -> None:
+        """Run what was handed over, then end the tasks."""
+        for _ in self._tasks:
+            self._items.put_nowait(None)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class InTaskSupervisor:
+    """Runs async handlers as their job's unit of work in the calling task,
+    and cancels that task when the job's timeout passes (the job fails with
+    ``JobTimeout``: retried like any failure) or, after :meth:`stopping`,
+    ``grace`` seconds later (the job fails with "shutdown timeout", the
+    attempt counts; None: never). The job is marked ``timed_out`` before the
+    cancellation reaches the handler. A cancellation it did not make
+    propagates as ever.
+    """
+
+    def __init__(self, acker: AsyncAcker, grace: float | None) -> None:
+        self.acker = acker
+        self.grace = grace
+        self._running: dict[asyncio.Task[Any], AsyncJob] = {}
+        self._why: dict[asyncio.Task[Any], str] = {}  # the tasks it cancelled, and why
+        self._give_up: asyncio.TimerHandle | None = None
+
+    async def run(self, job: AsyncJob, handler: Callable[[AsyncJob], Awaitable[object]]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        timer = None
+        if job.timeout is not None:
+            timer = asyncio.get_running_loop().call_later(
+                job.timeout.total_seconds(), self._cancel, task, job, TIMED_OUT)
+        self._running[task] = job
+        async with job:
+            try:
+                value = await handler(job)
+            except BaseException:
+                if task not in self._why:
+                    raise  # the handler's own exception fails the job; someone else's cancel propagates
+                value = None
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                del self._running[task]
+            why = self._why.pop(task, None)
+            if why is None:
+                job._returned(value)
+                return
+            uncancel = getattr(task, "uncancel", None)  # Python 3.11+: the task goes on with the next job
+            if uncancel is not None:
+                uncancel()
+            if why == TIMED_OUT:
+                raise JobTimeout(f"job ran longer than {job.timeout}") from None
+            error = shutdown_error(self.grace or 0.0)
+            self.acker.fail_later(job, error)
+            log_failed(job, error)
+
+    def _cancel(self, task: asyncio.Task[Any], job: AsyncJob, why: str) -> None:
+        if self._running.get(task) is not job or task in self._why:
+            return  # finished meanwhile, or cancelled already
+        if why == TIMED_OUT:
+            job._mark_timed_out()  # before the cancel reaches the handler (and its observers)
+        self._why[task] = why
+        task.cancel()
+
+    def stopping(self) -> None:
+        """The worker stopped: the handlers still running ``grace`` seconds from now are cancelled."""
+        if self.grace is not None and self._give_up is None:
+            self._give_up = asyncio.get_running_loop().call_later(self.grace, self._cancel_all)
+
+    def _cancel_all(self) -> None:
+        for task, job in list(self._running.items()):
+            self._cancel(task, job, SHUT_DOWN)
+
+    def close(self) -> None:
+        if self._give_up is not None:
+            self._give_up.cancel()
