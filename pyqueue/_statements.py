@@ -11,11 +11,10 @@ methods send the lease statements on the connection it was claimed through.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from pyqueue import _arguments as a
@@ -24,9 +23,6 @@ from pyqueue import _queries as q
 from pyqueue._db import Claimed, Statement
 from pyqueue.defaults import REAP_BATCH
 from pyqueue.errors import InvalidPeriodicName
-
-if TYPE_CHECKING:
-    from pyqueue.job import JobRecord
 
 
 @dataclass(frozen=True)
@@ -80,20 +76,6 @@ class Schedule:
 
 
 SCHEDULE_FIELDS = tuple(Schedule.__dataclass_fields__)
-
-
-def present_as(call: Callable[..., Any], build: Callable[..., Any], module: str, conn_type: str,
-               returns: str | None = None) -> None:
-    """Give ``call`` the name, documentation and signature of the statement
-    builder it sends, with ``conn`` first and the result as its return type."""
-    signature = inspect.signature(build)
-    conn = inspect.Parameter("conn", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=conn_type)
-    if returns is None:  # "Statement[int]" -> "int"
-        returns = str(signature.return_annotation).removeprefix("Statement[").removesuffix("]")
-    call.__name__ = call.__qualname__ = build.__name__
-    call.__doc__, call.__module__ = build.__doc__, module
-    call.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[conn, *signature.parameters.values()], return_annotation=returns)
 
 
 def _optional_int(value: Any) -> int | None:
@@ -225,18 +207,15 @@ def complete(job_id: int, lease_token: UUID | str, result: Any = None) -> Statem
     return Statement(sql, params, "scalar", bool)
 
 
-def complete_many(jobs: Sequence[JobRecord], results: Sequence[Any] | None = None) -> Statement[int]:
-    """Acknowledge many jobs in one statement; how many still held their lease.
-
-    ``results`` (jobq 0.6): one result (or None) per job, as for :func:`complete`."""
-    sql, params = a.many_complete_params([(job.id, job.lease_token) for job in jobs], results)
-
-    def acknowledged(done: Any) -> int:
-        for job in jobs:
-            job._mark_acknowledged()
-        return int(done)
-
-    return Statement(sql, params, "scalar", acknowledged)
+def complete_many(
+    held: Sequence[tuple[int, UUID]], results: Sequence[Any] | None = None
+) -> Statement[int]:
+    """Acknowledge many jobs, each ``(job_id, lease_token)``, in one statement;
+    how many still held their lease. ``results``: one result (or None) per
+    job, as for :func:`complete`. (The client calls mark the jobs
+    acknowledged once it ran.)"""
+    sql, params = a.many_complete_params(held, results)
+    return Statement(sql, params, "scalar", int)
 
 
 def fail(
