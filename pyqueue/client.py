@@ -83,16 +83,16 @@ def enqueue(
     either the job is ready at once. Lower ``priority`` runs first. With
     ``key``, an active job of the queue holding the same key is not
     duplicated: its id is returned instead. Jobs sharing a ``group_key``
-    (jobq 0.2) run one at a time, in enqueue order.
+    run one at a time, in enqueue order.
 
-    jobq 0.4: ``timeout`` (timedelta or seconds, 1 s .. 1 day) is the longest
+    ``timeout`` (timedelta or seconds, 1 s .. 1 day) is the longest
     a worker lets the job's handler run (default: the queue's ``timeout``
     setting); ``unique_for`` (with ``key``; 1 s .. 366 days) also
     deduplicates against a job of that key completed within that window,
     returning its id. Both are sent only when given, so the same call works
     on an older jobq.
 
-    jobq 0.6: with ``depends_on`` (job ids) the job waits (status
+    With ``depends_on`` (job ids) the job waits (status
     ``waiting``) until every one of those jobs has completed, then becomes
     ready in the transaction that completed the last one. When one of them
     is dead or cancelled, ``on_parent_failure`` decides: ``'cancel'`` (the
@@ -132,10 +132,9 @@ def enqueue_many(
 
     ``keys`` gives one key (or None) per payload, as ``key`` does for
     :func:`enqueue`; with ``group_key`` the jobs join that serial group in
-    payload order; ``timeout`` and ``unique_for`` (jobq 0.4) apply to every
-    job, as for :func:`enqueue`; so do ``depends_on`` and
-    ``on_parent_failure`` (jobq 0.6: every job of the call waits for the
-    same parents).
+    payload order; ``timeout`` and ``unique_for`` apply to every job, as for
+    :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
+    job of the call waits for the same parents).
     """
     return run(conn, s.enqueue_many(
         queue, payloads, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, keys=keys,
@@ -164,7 +163,7 @@ def claim(
 def complete(conn: Connection, job_id: int, lease_token: UUID | str, result: Any = None) -> bool:
     """Acknowledge success; False when the lease was lost or the id is unknown.
 
-    ``result`` (jobq 0.6): any JSON value (dict, list, str, number, bool)
+    ``result``: any JSON value (dict, list, str, number, bool)
     kept as the job's result (:func:`result`, :func:`wait`,
     :func:`parent_results`); None: no result. A result over the queue's
     max_payload_bytes raises :class:`~pyqueue.PayloadTooLarge` and the job
@@ -210,7 +209,7 @@ def snooze(
     run_at: datetime | None = None,
 ) -> bool:
     """Put a held job back until now + ``delay`` (or ``run_at``) without spending
-    an attempt (jobq 0.2); False when the lease was lost."""
+    an attempt; False when the lease was lost."""
     return run(conn, s.snooze(job_id, lease_token, delay, run_at=run_at))
 
 
@@ -225,12 +224,13 @@ def every(
     max_attempts: int | None = None,
     runner: str | None = None,
 ) -> int | None:
-    """Enqueue ``payload`` on ``queue`` at every tick of a cron ``schedule``
-    (jobq 0.2); one active copy at a time. Re-using a name updates it.
+    """Enqueue ``payload`` on ``queue`` at every tick of a cron ``schedule``;
+    one active copy at a time. Re-using a name updates it.
 
-    ``runner`` (jobq 0.4): ``'pg_cron'``, or ``'workers'`` to have pyqueue
-    workers enqueue the ticks (each tick once, however many workers run);
-    None: pg_cron when installed, else the workers. Sent only when given.
+    ``runner``: ``'pg_cron'``, or ``'workers'`` to have pyqueue workers
+    enqueue the ticks (each tick once, however many workers run); None:
+    pg_cron when installed, else the workers. Sent only when given (so the
+    call works on a jobq older than runners).
     Returns the pg_cron job id, or None when the workers run it."""
     return run(conn, s.every(
         name, schedule, queue, payload, priority=priority, max_attempts=max_attempts, runner=runner))
@@ -269,7 +269,7 @@ def cancel_jobs(
     status: str | None = None,
     payload_contains: Mapping[str, Any] | None = None,
 ) -> int:
-    """Cancel the live jobs of a queue; how many (jobq 0.4).
+    """Cancel the live jobs of a queue; how many.
 
     ``status`` narrows it to 'ready', 'scheduled' or 'running' jobs (None:
     all three); ``payload_contains`` to jobs whose payload contains that
@@ -281,17 +281,17 @@ def cancel_jobs(
 
 def discard_dead(conn: Connection, queue: str, *, older_than: timedelta | float | None = None) -> int:
     """Delete the dead jobs of a queue, or only those dead for longer than
-    ``older_than`` (timedelta or seconds); how many (jobq 0.4)."""
+    ``older_than`` (timedelta or seconds); how many."""
     return run(conn, s.discard_dead(queue, older_than=older_than))
 
 
 def pause(conn: Connection, queue: str) -> bool:
-    """Stop claims from a queue (jobq 0.2); True when it was not paused before."""
+    """Stop claims from a queue; True when it was not paused before."""
     return run(conn, s.pause(queue))
 
 
 def resume(conn: Connection, queue: str) -> bool:
-    """Let workers claim from a paused queue again, and wake them (jobq 0.2)."""
+    """Let workers claim from a paused queue again, and wake them."""
     return run(conn, s.resume(queue))
 
 
@@ -310,12 +310,11 @@ def configure_queue(conn: Connection, queue: str, **settings: Any) -> dict[str, 
     """Set some of a queue's settings and return all its effective settings.
 
     Settings: max_attempts, backoff_base, backoff_cap, backoff_jitter, lease,
-    retention, dead_retention, max_payload_bytes, since jobq 0.2
-    concurrency, rate_limit, rate_interval, since jobq 0.4 timeout (the
-    default execution timeout of the queue's jobs; 0 removes it), and since
-    jobq 0.6 result_retention (how long a completed job with a result is
-    kept, at least retention; 0 .. 3650 days); durations as timedelta or
-    seconds. Omitted settings stay as they are.
+    retention, dead_retention, max_payload_bytes, concurrency, rate_limit,
+    rate_interval, timeout (the default execution timeout of the queue's
+    jobs; 0 removes it) and result_retention (how long a completed job with
+    a result is kept, at least retention; 0 .. 3650 days); durations as
+    timedelta or seconds. Omitted settings stay as they are.
     """
     return run(conn, s.configure_queue(queue, **settings))
 
@@ -331,7 +330,7 @@ def enqueue_callback(
     priority: int = 0,
     max_attempts: int | None = None,
 ) -> int:
-    """Add a batch callback and return its id (jobq 0.6).
+    """Add a batch callback and return its id.
 
     The job waits until every job of ``members`` (any queues) has finished
     (completed, dead or cancelled), then becomes ready once, its payload
@@ -345,7 +344,7 @@ def enqueue_callback(
 
 
 def result(conn: Connection, job_id: int) -> Any:
-    """The result of a completed job (any JSON value, decoded), jobq 0.6.
+    """The result of a completed job (any JSON value, decoded).
 
     None while the job is unfinished, when it completed without a result (or
     with JSON null), and when it is dead or cancelled (:func:`status` tells
@@ -355,14 +354,14 @@ def result(conn: Connection, job_id: int) -> Any:
 
 
 def status(conn: Connection, job_id: int) -> str:
-    """The state of a job (jobq 0.6): 'waiting', 'ready', 'scheduled',
+    """The state of a job: 'waiting', 'ready', 'scheduled',
     'running', 'completed', 'dead' or 'cancelled'; :class:`~pyqueue.UnknownJob`
     for an unknown (or forgotten) id."""
     return run(conn, w.status(job_id))
 
 
 def parent_results(conn: Connection, job_id: int) -> dict[int, Any]:
-    """The results of a job's parents (its ``depends_on``), jobq 0.6: a dict
+    """The results of a job's parents (its ``depends_on``): a dict
     from parent id to result, in parent id order; None for a parent without
     a result (yet, or forgotten). Empty for a job without parents;
     :class:`~pyqueue.UnknownJob` for an unknown id."""
@@ -371,7 +370,7 @@ def parent_results(conn: Connection, job_id: int) -> dict[int, Any]:
 
 def grant_queue(conn: Connection, role: str, queue_pattern: str, privilege: str) -> bool:
     """Let ``role`` ``privilege`` on the queues ``queue_pattern`` matches
-    (jobq 0.9, as jobq_admin); True when the grant is new.
+    (as jobq_admin); True when the grant is new.
 
     ``privilege`` is 'produce' (enqueue, enqueue_many, enqueue_callback),
     'consume' (claim, take, hold) or 'read' (result, status, parent_results,
@@ -388,12 +387,12 @@ def grant_queue(conn: Connection, role: str, queue_pattern: str, privilege: str)
 
 def revoke_queue(conn: Connection, role: str, queue_pattern: str, privilege: str) -> bool:
     """Remove a :func:`grant_queue` grant, named by the same arguments
-    (jobq 0.9, as jobq_admin); True when there was one."""
+    (as jobq_admin); True when there was one."""
     return run(conn, g.revoke_queue(role, queue_pattern, privilege))
 
 
 def queue_grants(conn: Connection) -> list[QueueGrant]:
-    """The per-queue privileges, ``jobq.queue_grants`` (jobq 0.9), by pattern."""
+    """The per-queue privileges, ``jobq.queue_grants``, by pattern."""
     return run(conn, g.queue_grants())
 
 
