@@ -3,10 +3,15 @@
 Each function here has the name, the arguments and the documentation of a
 public call, checks its arguments and returns the :class:`~pyqueue._db.Statement`
 to send: the SQL text (``pyqueue._queries``), its parameters
-(``pyqueue._arguments``) and what the answer becomes. :mod:`pyqueue.client`
-sends them on a sync connection and :mod:`pyqueue._aioclient` on an asyncio
-one, each adding the connection as the first argument; a claimed job's
-methods send the lease statements on the connection it was claimed through.
+(``pyqueue._arguments``) and what the answer becomes.
+
+``tools/client_calls.py`` (``make client``) writes, from each builder, the
+function of :mod:`pyqueue.client` that sends its statement on a sync
+connection and the one of :mod:`pyqueue._aioclient` that sends it on an
+asyncio one: the builder's name, parameters and docstring, with the
+connection first. Add or change a call here, then run ``make client``
+(``tests/test_layout.py`` fails until you do). A claimed job's methods send
+the lease statements on the connection it was claimed through.
 """
 
 from __future__ import annotations
@@ -197,9 +202,9 @@ def claim(
 def complete(job_id: int, lease_token: UUID | str, result: Any = None) -> Statement[bool]:
     """Acknowledge success; False when the lease was lost or the id is unknown.
 
-    ``result``: any JSON value (dict, list, str, number, bool)
-    kept as the job's result (:func:`result`, :func:`wait`,
-    :func:`parent_results`); None: no result. A result over the queue's
+    ``result``: any JSON value (dict, list, str, number, bool) kept as the
+    job's result (:func:`result`, :func:`wait`, :func:`parent_results`);
+    None: no result. A result over the queue's
     max_payload_bytes raises :class:`~pyqueue.PayloadTooLarge` and the job
     stays running."""
     sql, params = a.complete_params(job_id, lease_token, result)

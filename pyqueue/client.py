@@ -163,9 +163,9 @@ def claim(
 def complete(conn: Connection, job_id: int, lease_token: UUID | str, result: Any = None) -> bool:
     """Acknowledge success; False when the lease was lost or the id is unknown.
 
-    ``result``: any JSON value (dict, list, str, number, bool)
-    kept as the job's result (:func:`result`, :func:`wait`,
-    :func:`parent_results`); None: no result. A result over the queue's
+    ``result``: any JSON value (dict, list, str, number, bool) kept as the
+    job's result (:func:`result`, :func:`wait`, :func:`parent_results`);
+    None: no result. A result over the queue's
     max_payload_bytes raises :class:`~pyqueue.PayloadTooLarge` and the job
     stays running."""
     return run(conn, s.complete(job_id, lease_token, result))
