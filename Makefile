@@ -39,6 +39,14 @@ endif
 sql:
 	$(PYTHON3) tools/sql_assemble.py build
 
+# --- the client calls, written from their statement builders ------------
+# Rewrites the calls of pyqueue/client.py and pyqueue/_aioclient.py from
+# pyqueue/_statements.py (and its siblings); tests/test_layout.py fails when
+# they are stale.
+.PHONY: client
+client:
+	$(PYTHON3) -m tools.client_calls
+
 # --- system packages and the Python environment -------------------------
 # Only the missing packages, said before they are installed, never upgrading an
 # installed one (a running server would fail to load its libraries): .ci/apt-deps

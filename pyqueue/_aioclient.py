@@ -1,105 +1,28 @@
 """The asyncio twins of :mod:`pyqueue.client` (exported by :mod:`pyqueue.aio`).
 
-The same calls, made from the same statement builders (``pyqueue._calls``:
-same arguments, checks, SQL, results and documentation): each runs one
-statement on the caller's ``AsyncConnection`` and never commits for the
-caller.
+The same calls, sent from the same statement builders (same arguments,
+checks, SQL, results and documentation; ``tools/client_calls.py`` writes
+them here, see :mod:`pyqueue.client`): each runs one statement on the
+caller's ``AsyncConnection`` and never commits for the caller.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
+from pyqueue import _grant_statements as g
 from pyqueue import _statements as s
-from pyqueue._calls import (
-    async_cancel as cancel,
-)
-from pyqueue._calls import (
-    async_cancel_jobs as cancel_jobs,
-)
-from pyqueue._calls import (
-    async_claim as claim,
-)
-from pyqueue._calls import (
-    async_complete as complete,
-)
-from pyqueue._calls import (
-    async_configure_queue as configure_queue,
-)
-from pyqueue._calls import (
-    async_discard_dead as discard_dead,
-)
-from pyqueue._calls import (
-    async_enqueue as enqueue,
-)
-from pyqueue._calls import (
-    async_enqueue_callback as enqueue_callback,
-)
-from pyqueue._calls import (
-    async_enqueue_many as enqueue_many,
-)
-from pyqueue._calls import (
-    async_every as every,
-)
-from pyqueue._calls import (
-    async_fail as fail,
-)
-from pyqueue._calls import (
-    async_grant_queue as grant_queue,
-)
-from pyqueue._calls import (
-    async_heartbeat as heartbeat,
-)
-from pyqueue._calls import (
-    async_parent_results as parent_results,
-)
-from pyqueue._calls import (
-    async_pause as pause,
-)
-from pyqueue._calls import (
-    async_queue_grants as queue_grants,
-)
-from pyqueue._calls import (
-    async_reap as reap,
-)
-from pyqueue._calls import (
-    async_release as release,
-)
-from pyqueue._calls import (
-    async_result as result,
-)
-from pyqueue._calls import (
-    async_resume as resume,
-)
-from pyqueue._calls import (
-    async_retry as retry,
-)
-from pyqueue._calls import (
-    async_retry_dead as retry_dead,
-)
-from pyqueue._calls import (
-    async_revoke_queue as revoke_queue,
-)
-from pyqueue._calls import (
-    async_schedules as schedules,
-)
-from pyqueue._calls import (
-    async_snooze as snooze,
-)
-from pyqueue._calls import (
-    async_stats as stats,
-)
-from pyqueue._calls import (
-    async_status as status,
-)
-from pyqueue._calls import (
-    async_unschedule as unschedule,
-)
-from pyqueue._db import arun
+from pyqueue import _workflow_statements as w
+from pyqueue._db import Claimed, arun, undecodable
+from pyqueue._grant_statements import QueueGrant
+from pyqueue._statements import QueueStats, Schedule
+from pyqueue.defaults import REAP_BATCH
 from pyqueue.job import AsyncJob, TakenJob
 from pyqueue.waiting import async_wait as wait
 from pyqueue.workflows import async_chain as chain
@@ -115,11 +38,377 @@ __all__ = [
 ]
 
 
+async def _jobs(conn: AsyncConnection, claimed: Claimed) -> list[AsyncJob]:
+    """The claimed rows as jobs whose methods use ``conn``; a job whose payload
+    cannot be decoded is failed with that error and left out."""
+    @contextlib.asynccontextmanager
+    async def same_connection() -> AsyncIterator[AsyncConnection]:
+        yield conn
+
+    jobs = AsyncJob._from_claim(claimed, same_connection)
+    for job in jobs:
+        if (error := undecodable(job.payload)) is not None:
+            await job.fail(error)
+    return [job for job in jobs if undecodable(job.payload) is None]
+
+
+# --- BEGIN calls written by tools/client_calls.py from their statement builders: do not edit ---
+
+
+async def enqueue(
+    conn: AsyncConnection,
+    queue: str,
+    payload: Mapping[str, Any],
+    *,
+    delay: timedelta | float | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    key: str | None = None,
+    group_key: str | None = None,
+    timeout: timedelta | float | None = None,
+    unique_for: timedelta | float | None = None,
+    depends_on: Iterable[int] | None = None,
+    on_parent_failure: str = "cancel",
+) -> int:
+    """Add a job and return its id.
+
+    ``delay`` (a timedelta or non-negative seconds, added to the database's
+    now()) and ``run_at`` (timezone-aware) exclude each other; without
+    either the job is ready at once. Lower ``priority`` runs first. With
+    ``key``, an active job of the queue holding the same key is not
+    duplicated: its id is returned instead. Jobs sharing a ``group_key``
+    run one at a time, in enqueue order.
+
+    ``timeout`` (timedelta or seconds, 1 s .. 1 day) is the longest
+    a worker lets the job's handler run (default: the queue's ``timeout``
+    setting); ``unique_for`` (with ``key``; 1 s .. 366 days) also
+    deduplicates against a job of that key completed within that window,
+    returning its id. Both are sent only when given, so the same call works
+    on an older jobq.
+
+    With ``depends_on`` (job ids) the job waits (status
+    ``waiting``) until every one of those jobs has completed, then becomes
+    ready in the transaction that completed the last one. When one of them
+    is dead or cancelled, ``on_parent_failure`` decides: ``'cancel'`` (the
+    default) cancels the job and its own dependents, ``'run'`` counts the
+    failed parent as finished. A parent id jobq never issued raises
+    :class:`~pyqueue.UnknownJob`; a None or duplicate id
+    :class:`~pyqueue.InvalidDependency`. The job reads its parents' results
+    with :func:`parent_results`. See :func:`chain` and :func:`group`.
+
+    Arguments Python cannot send faithfully (NaN in the payload, NUL
+    characters, integers beyond the SQL type, a negative delay...) raise the
+    typed error the database would use, before anything is sent.
+    """
+    return await arun(conn, s.enqueue(
+        queue, payload, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, key=key,
+        group_key=group_key, timeout=timeout, unique_for=unique_for, depends_on=depends_on,
+        on_parent_failure=on_parent_failure))
+
+
+async def enqueue_many(
+    conn: AsyncConnection,
+    queue: str,
+    payloads: Sequence[Mapping[str, Any]],
+    *,
+    delay: timedelta | float | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    keys: Sequence[str | None] | None = None,
+    group_key: str | None = None,
+    timeout: timedelta | float | None = None,
+    unique_for: timedelta | float | None = None,
+    depends_on: Iterable[int] | None = None,
+    on_parent_failure: str = "cancel",
+) -> list[int]:
+    """Add one job per payload in one statement; their ids in payload order.
+
+    ``keys`` gives one key (or None) per payload, as ``key`` does for
+    :func:`enqueue`; with ``group_key`` the jobs join that serial group in
+    payload order; ``timeout`` and ``unique_for`` apply to every job, as for
+    :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
+    job of the call waits for the same parents).
+    """
+    return await arun(conn, s.enqueue_many(
+        queue, payloads, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, keys=keys,
+        group_key=group_key, timeout=timeout, unique_for=unique_for, depends_on=depends_on,
+        on_parent_failure=on_parent_failure))
+
+
+async def claim(
+    conn: AsyncConnection,
+    queue: str | Sequence[str],
+    n: int = 1,
+    *,
+    worker: str | None = None,
+    lease: timedelta | float | None = None,
+) -> list[AsyncJob]:
+    """Lease up to ``n`` ready jobs of one queue or several, most urgent first.
+
+    ``worker`` (default ``host:pid``) is recorded on the jobs; ``lease``
+    (timedelta or seconds) defaults to the queue's setting. The jobs'
+    methods use ``conn``. A job whose payload Python cannot decode (nested
+    deeper than its recursion limit) is failed with that error and left out.
+    """
+    return await _jobs(conn, await arun(conn, s.claim(queue, n, worker=worker, lease=lease)))
+
+
+async def complete(conn: AsyncConnection, job_id: int, lease_token: UUID | str, result: Any = None) -> bool:
+    """Acknowledge success; False when the lease was lost or the id is unknown.
+
+    ``result``: any JSON value (dict, list, str, number, bool) kept as the
+    job's result (:func:`result`, :func:`wait`, :func:`parent_results`);
+    None: no result. A result over the queue's
+    max_payload_bytes raises :class:`~pyqueue.PayloadTooLarge` and the job
+    stays running."""
+    return await arun(conn, s.complete(job_id, lease_token, result))
+
+
+async def fail(
+    conn: AsyncConnection,
+    job_id: int,
+    lease_token: UUID | str,
+    error: str,
+    *,
+    retry_at: datetime | None = None,
+) -> bool:
+    """Record a failed attempt (retry after backoff or at ``retry_at``, or dead
+    letter when out of attempts); False when the lease was lost."""
+    return await arun(conn, s.fail(job_id, lease_token, error, retry_at=retry_at))
+
+
+async def heartbeat(
+    conn: AsyncConnection,
+    job_id: int,
+    lease_token: UUID | str,
+    extend: timedelta | float | None = None,
+) -> bool:
+    """Extend a lease to now + ``extend`` (timedelta or seconds; default: the
+    queue's lease); False when lost."""
+    return await arun(conn, s.heartbeat(job_id, lease_token, extend))
+
+
+async def release(conn: AsyncConnection, job_id: int, lease_token: UUID | str) -> bool:
+    """Give a claimed, unstarted job back without spending an attempt."""
+    return await arun(conn, s.release(job_id, lease_token))
+
+
+async def snooze(
+    conn: AsyncConnection,
+    job_id: int,
+    lease_token: UUID | str,
+    delay: timedelta | float | None = None,
+    *,
+    run_at: datetime | None = None,
+) -> bool:
+    """Put a held job back until now + ``delay`` (or ``run_at``) without spending
+    an attempt; False when the lease was lost."""
+    return await arun(conn, s.snooze(job_id, lease_token, delay, run_at=run_at))
+
+
+async def every(
+    conn: AsyncConnection,
+    name: str,
+    schedule: str,
+    queue: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    runner: str | None = None,
+) -> int | None:
+    """Enqueue ``payload`` on ``queue`` at every tick of a cron ``schedule``;
+    one active copy at a time. Re-using a name updates it.
+
+    ``runner``: ``'pg_cron'``, or ``'workers'`` to have pyqueue workers
+    enqueue the ticks (each tick once, however many workers run); None:
+    pg_cron when installed, else the workers. Sent only when given (so the
+    call works on a jobq older than runners).
+    Returns the pg_cron job id, or None when the workers run it."""
+    return await arun(conn, s.every(
+        name, schedule, queue, payload, priority=priority, max_attempts=max_attempts, runner=runner))
+
+
+async def unschedule(conn: AsyncConnection, name: str) -> bool:
+    """Remove a periodic job registered with :func:`every`; False when unknown."""
+    return await arun(conn, s.unschedule(name))
+
+
+async def schedules(conn: AsyncConnection) -> list[Schedule]:
+    """The periodic jobs registered with :func:`every`, by name."""
+    return await arun(conn, s.schedules())
+
+
+async def retry(conn: AsyncConnection, job_id: int) -> bool:
+    """Run a dead, cancelled or waiting job again now; False for running,
+    completed or unknown jobs."""
+    return await arun(conn, s.retry(job_id))
+
+
+async def retry_dead(conn: AsyncConnection, queue: str) -> int:
+    """Bring back every dead job of a queue with fresh attempts; how many."""
+    return await arun(conn, s.retry_dead(queue))
+
+
+async def cancel(conn: AsyncConnection, job_id: int) -> bool:
+    """Cancel a live job (its holder loses the lease); False for finished or unknown ids."""
+    return await arun(conn, s.cancel(job_id))
+
+
+async def cancel_jobs(
+    conn: AsyncConnection,
+    queue: str,
+    *,
+    status: str | None = None,
+    payload_contains: Mapping[str, Any] | None = None,
+) -> int:
+    """Cancel the live jobs of a queue; how many.
+
+    ``status`` narrows it to 'ready', 'scheduled' or 'running' jobs (None:
+    all three); ``payload_contains`` to jobs whose payload contains that
+    JSON object (jsonb ``@>``: ``{"tenant": 7}`` matches any payload with
+    tenant 7). Holders of running jobs lose their lease.
+    """
+    return await arun(conn, s.cancel_jobs(queue, status=status, payload_contains=payload_contains))
+
+
+async def discard_dead(
+    conn: AsyncConnection,
+    queue: str,
+    *,
+    older_than: timedelta | float | None = None,
+) -> int:
+    """Delete the dead jobs of a queue, or only those dead for longer than
+    ``older_than`` (timedelta or seconds); how many."""
+    return await arun(conn, s.discard_dead(queue, older_than=older_than))
+
+
+async def pause(conn: AsyncConnection, queue: str) -> bool:
+    """Stop claims from a queue; True when it was not paused before."""
+    return await arun(conn, s.pause(queue))
+
+
+async def resume(conn: AsyncConnection, queue: str) -> bool:
+    """Let workers claim from a paused queue again, and wake them."""
+    return await arun(conn, s.resume(queue))
+
+
+async def reap(conn: AsyncConnection, n: int = REAP_BATCH) -> int:
+    """Return up to ``n`` jobs whose lease expired to their queue (or to dead
+    letter when out of attempts); how many."""
+    return await arun(conn, s.reap(n))
+
+
+async def stats(conn: AsyncConnection) -> list[QueueStats]:
+    """``jobq.stats``, one entry per queue, by queue name."""
+    return await arun(conn, s.stats())
+
+
+async def configure_queue(conn: AsyncConnection, queue: str, **settings: Any) -> dict[str, Any]:
+    """Set some of a queue's settings and return all its effective settings.
+
+    Settings: max_attempts, backoff_base, backoff_cap, backoff_jitter, lease,
+    retention, dead_retention, max_payload_bytes, concurrency, rate_limit,
+    rate_interval, timeout (the default execution timeout of the queue's
+    jobs; 0 removes it) and result_retention (how long a completed job with
+    a result is kept, at least retention; 0 .. 3650 days); durations as
+    timedelta or seconds. Omitted settings stay as they are.
+    """
+    return await arun(conn, s.configure_queue(queue, **settings))
+
+
+async def enqueue_callback(
+    conn: AsyncConnection,
+    queue: str,
+    payload: Mapping[str, Any],
+    members: Iterable[int],
+    *,
+    delay: timedelta | float | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+) -> int:
+    """Add a batch callback and return its id.
+
+    The job waits until every job of ``members`` (any queues) has finished
+    (completed, dead or cancelled), then becomes ready once, its payload
+    extended with ``"batch": {"completed": c, "dead": d, "cancelled": x,
+    "members": n}``. ``delay``/``run_at``, ``priority`` and ``max_attempts``
+    are as for :func:`enqueue`. Member ids as for ``depends_on``:
+    :class:`~pyqueue.UnknownJob`, :class:`~pyqueue.InvalidDependency`.
+    """
+    return await arun(conn, w.enqueue_callback(
+        queue, payload, members, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts))
+
+
+async def result(conn: AsyncConnection, job_id: int) -> Any:
+    """The result of a completed job (any JSON value, decoded).
+
+    None while the job is unfinished, when it completed without a result (or
+    with JSON null), and when it is dead or cancelled (:func:`status` tells
+    these apart). :class:`~pyqueue.UnknownJob` for an id jobq never issued
+    or has forgotten (kept for the queue's ``result_retention``)."""
+    return await arun(conn, w.result(job_id))
+
+
+async def status(conn: AsyncConnection, job_id: int) -> str:
+    """The state of a job: 'waiting', 'ready', 'scheduled',
+    'running', 'completed', 'dead' or 'cancelled'; :class:`~pyqueue.UnknownJob`
+    for an unknown (or forgotten) id."""
+    return await arun(conn, w.status(job_id))
+
+
+async def parent_results(conn: AsyncConnection, job_id: int) -> dict[int, Any]:
+    """The results of a job's parents (its ``depends_on``): a dict
+    from parent id to result, in parent id order; None for a parent without
+    a result (yet, or forgotten). Empty for a job without parents;
+    :class:`~pyqueue.UnknownJob` for an unknown id."""
+    return await arun(conn, w.parent_results(job_id))
+
+
+async def grant_queue(conn: AsyncConnection, role: str, queue_pattern: str, privilege: str) -> bool:
+    """Let ``role`` ``privilege`` on the queues ``queue_pattern`` matches
+    (as jobq_admin); True when the grant is new.
+
+    ``privilege`` is 'produce' (enqueue, enqueue_many, enqueue_callback),
+    'consume' (claim, take, hold) or 'read' (result, status, parent_results,
+    watch, the rows of jobq.jobs); ``queue_pattern`` a queue name, or a
+    prefix followed by ``*`` ('billing.*'; '*' alone: every queue). Opt-in:
+    a queue that grants of a privilege match allows it only to their roles
+    (and the roles inheriting from them, and sessions that SET ROLE to
+    them) and jobq_admin; others get :class:`~pyqueue.QueuePrivilegeDenied`, or, reading, the
+    :class:`~pyqueue.UnknownJob` of an unknown id. Queues no grant matches
+    keep the role-level rules.
+    """
+    return await arun(conn, g.grant_queue(role, queue_pattern, privilege))
+
+
+async def revoke_queue(conn: AsyncConnection, role: str, queue_pattern: str, privilege: str) -> bool:
+    """Remove a :func:`grant_queue` grant, named by the same arguments
+    (as jobq_admin); True when there was one."""
+    return await arun(conn, g.revoke_queue(role, queue_pattern, privilege))
+
+
+async def queue_grants(conn: AsyncConnection) -> list[QueueGrant]:
+    """The per-queue privileges, ``jobq.queue_grants``, by pattern."""
+    return await arun(conn, g.queue_grants())
+
+
+# --- END calls written by tools/client_calls.py ---
+
+
 async def complete_many(conn: AsyncConnection, jobs: Sequence[AsyncJob], results: Sequence[Any] | None = None
                         ) -> int:
     """Acknowledge many jobs in one statement; how many still held their lease
     (``results``: as for :func:`pyqueue.complete_many`)."""
-    return await arun(conn, s.complete_many(jobs, results)) if jobs else 0
+    if not jobs:
+        return 0
+    done = await arun(conn, s.complete_many([(job.id, job.lease_token) for job in jobs], results))
+    for job in jobs:
+        job._mark_acknowledged()
+    return done
 
 
 @contextlib.asynccontextmanager

@@ -37,11 +37,11 @@ QUEUE_SETTINGS: dict[str, str] = {
     "retention": "interval",
     "dead_retention": "interval",
     "max_payload_bytes": "integer",
-    "concurrency": "integer",  # jobq 0.2; 0 removes the limit
-    "rate_limit": "integer",  # jobq 0.2; 0 removes the limit
-    "rate_interval": "interval",  # jobq 0.2
-    "timeout": "interval",  # jobq 0.4: the queue's default job timeout; 0 removes it
-    "result_retention": "interval",  # jobq 0.6: how long a completed job's result is kept
+    "concurrency": "integer",  # 0 removes the limit
+    "rate_limit": "integer",  # 0 removes the limit
+    "rate_interval": "interval",
+    "timeout": "interval",  # the queue's default job timeout; 0 removes it
+    "result_retention": "interval",  # how long a completed job's result is kept
 }
 
 
@@ -134,7 +134,7 @@ def callback_params(
     queue: str, payload: Mapping[str, Any], members: Iterable[int], *, delay: timedelta | float | None,
     run_at: datetime | None, priority: int, max_attempts: int | None,
 ) -> dict[str, Any]:
-    """jobq.enqueue_callback()'s parameters (jobq 0.6)."""
+    """jobq.enqueue_callback()'s parameters."""
     if members is None:
         raise check.refuse(InvalidDependency, "members must not be None",
                            "Pass the ids of the jobs the callback waits for.")
@@ -230,7 +230,8 @@ def every_query(
     max_attempts: int | None,
     runner: str | None,
 ) -> tuple[str, dict[str, Any]]:
-    """jobq.every(); runner (jobq 0.4) is passed by name, and only when given."""
+    """jobq.every(); runner is passed by name, and only when given (a jobq
+    older than runners lacks the parameter)."""
     params = {
         "name": check.text(name, "name", InvalidPeriodicName),
         "schedule": check.text(schedule, "schedule", InvalidSetting),

@@ -11,16 +11,23 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 from uuid import UUID
 
 from pyqueue import _queries as q
 from pyqueue._db import Claimed
 
-if TYPE_CHECKING:
-    from pyqueue.job import JobRecord
 
-J = TypeVar("J", bound="JobRecord")
+class JobClass(Protocol):
+    """What this module needs of a job class (``pyqueue.job.JobRecord`` and
+    its subclasses): a dataclass whose ``__post_init__`` makes its private state."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    def __post_init__(self) -> None: ...
+
+
+J = TypeVar("J", bound=JobClass)
 # The columns of a claimed row that are a job's fields (the rest, e.g. the
 # lease_seconds the claim statement adds, are read apart).
 CLAIMED_FIELDS = frozenset(q.JOB_COLUMNS + q.JOB_COLUMNS_SINCE_0_2 + q.JOB_COLUMNS_SINCE_0_4)
@@ -28,7 +35,7 @@ _FRESH: dict[type[Any], dict[str, Any]] = {}
 _IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, timedelta, datetime, UUID)
 
 
-def fresh_state(cls: type[JobRecord]) -> dict[str, Any]:
+def fresh_state(cls: type[JobClass]) -> dict[str, Any]:
     """The attributes a new ``cls`` has before its columns are set: the
     fields' defaults and the private state ``__post_init__`` makes. Every
     job claimed gets a copy of the same values, so they must be immutable

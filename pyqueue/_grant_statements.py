@@ -1,6 +1,6 @@
-"""The statements of jobq 0.9's per-queue privileges, written once like those
-of ``pyqueue._statements`` (which the sync and async calls are made from in
-``pyqueue._calls``): grant and revoke a role's privilege on the queues a
+"""The statements of the per-queue privileges, written once like those of
+``pyqueue._statements`` (``tools/client_calls.py`` writes the sync and async
+calls that send them): grant and revoke a role's privilege on the queues a
 pattern matches, and list the grants."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pyqueue.errors import InvalidArgument, InvalidQueueName, InvalidRole
 
 @dataclass(frozen=True)
 class QueueGrant:
-    """One row of ``jobq.queue_grants`` (jobq 0.9): ``role`` may
+    """One row of ``jobq.queue_grants``: ``role`` may
     ``privilege`` ('produce', 'consume' or 'read') on the queues
     ``queue_pattern`` matches; ``role_exists`` is False for a role dropped
     since (its grant still restricts those queues)."""
@@ -37,7 +37,7 @@ def _grant_params(role: str, queue_pattern: str, privilege: str) -> tuple[str | 
 
 def grant_queue(role: str, queue_pattern: str, privilege: str) -> Statement[bool]:
     """Let ``role`` ``privilege`` on the queues ``queue_pattern`` matches
-    (jobq 0.9, as jobq_admin); True when the grant is new.
+    (as jobq_admin); True when the grant is new.
 
     ``privilege`` is 'produce' (enqueue, enqueue_many, enqueue_callback),
     'consume' (claim, take, hold) or 'read' (result, status, parent_results,
@@ -54,10 +54,10 @@ def grant_queue(role: str, queue_pattern: str, privilege: str) -> Statement[bool
 
 def revoke_queue(role: str, queue_pattern: str, privilege: str) -> Statement[bool]:
     """Remove a :func:`grant_queue` grant, named by the same arguments
-    (jobq 0.9, as jobq_admin); True when there was one."""
+    (as jobq_admin); True when there was one."""
     return Statement(q.REVOKE_QUEUE, _grant_params(role, queue_pattern, privilege), "scalar", bool)
 
 
 def queue_grants() -> Statement[list[QueueGrant]]:
-    """The per-queue privileges, ``jobq.queue_grants`` (jobq 0.9), by pattern."""
+    """The per-queue privileges, ``jobq.queue_grants``, by pattern."""
     return Statement(q.QUEUE_GRANTS, None, "dicts", lambda rows: [QueueGrant(**row) for row in rows])

@@ -54,8 +54,8 @@ CLAIM_MANY = _CLAIM.format(queues="%(queues)s::text[]")
 
 COMPLETE = "SELECT jobq.complete(%s::bigint, %s::uuid)"
 COMPLETE_MANY = "SELECT jobq.complete_many(%s::bigint[], %s::uuid[])"
-# jobq 0.6: with results (sent only when some job has one, so that older
-# versions keep working for jobs without).
+# With results (sent only when some job has one, so that a jobq older than
+# results keeps working for jobs without).
 COMPLETE_RESULT = "SELECT jobq.complete(%s::bigint, %s::uuid, %s::jsonb)"
 COMPLETE_MANY_RESULTS = "SELECT jobq.complete_many(%s::bigint[], %s::uuid[], %s::jsonb[])"
 FAIL = "SELECT jobq.fail(%s::bigint, %s::text, %s::uuid, %s::timestamptz)"
@@ -70,7 +70,7 @@ HEARTBEAT_MANY = (
 )
 RELEASE = "SELECT jobq.release(%s::bigint, %s::uuid)"
 SNOOZE = "SELECT jobq.snooze(%(id)s::bigint, %(lease_token)s::uuid, " + _RUN_AT + ")"
-# jobq 0.4: enqueue every due tick of the worker-run periodic jobs; seconds
+# Enqueue every due tick of the worker-run periodic jobs; seconds
 # until the next one is due (NULL: no worker-run schedule), on the database clock.
 RUN_SCHEDULES = "SELECT extract(epoch FROM jobq.run_schedules() - clock_timestamp())::float8"
 RELEASE_MANY = (
@@ -93,7 +93,7 @@ RETRY_DEAD = "SELECT jobq.retry_dead(%s::text)"
 CANCEL = "SELECT jobq.cancel(%s::bigint)"
 PAUSE = "SELECT jobq.pause(%s::text)"
 RESUME = "SELECT jobq.resume(%s::text)"
-# jobq 0.9: per-queue privileges.
+# Per-queue privileges.
 GRANT_QUEUE = "SELECT jobq.grant_queue(%s::name, %s::text, %s::text)"
 REVOKE_QUEUE = "SELECT jobq.revoke_queue(%s::name, %s::text, %s::text)"
 QUEUE_GRANTS = "SELECT * FROM jobq.queue_grants ORDER BY queue_pattern, privilege, role"
@@ -110,7 +110,7 @@ SAVEPOINT = "SAVEPOINT jobq_job"
 RELEASE_SAVEPOINT = "RELEASE SAVEPOINT jobq_job"
 NEXT_SAVEPOINT = "RELEASE SAVEPOINT jobq_job; SAVEPOINT jobq_job"
 UNDO_SAVEPOINT = "ROLLBACK TO SAVEPOINT jobq_job; RELEASE SAVEPOINT jobq_job"
-# jobq 0.3: row-lock ready jobs for this transaction (no lease, nothing written),
+# Row-lock ready jobs for this transaction (no lease, nothing written),
 # then settle each before the commit: done, or a failed attempt (backoff or dead letter).
 HOLD = "SELECT " + ", ".join(TAKEN_COLUMNS) + " FROM jobq.hold(%s::text, %s::integer)"
 COMPLETE_HELD = "SELECT jobq.complete_held(%s::bigint[])"
@@ -124,7 +124,7 @@ EVERY = EVERY_TEMPLATE.format(runner="")
 UNSCHEDULE = "SELECT jobq.unschedule(%s::text)"
 # Every column, whatever the version: jobq 0.4 adds runner, next_run_at and last_run_at.
 SCHEDULES = "SELECT * FROM jobq.schedules ORDER BY name"
-# jobq 0.4 operator verbs.
+# Operator verbs over many jobs.
 CANCEL_JOBS = (
     "SELECT jobq.cancel_jobs(%(queue)s::text, status => %(status)s::text, "
     "payload_contains => %(payload_contains)s::jsonb)"
@@ -133,7 +133,7 @@ DISCARD_DEAD = "SELECT jobq.discard_dead(%(queue)s::text, older_than => %(older_
 # Every column, whatever the version: jobq 0.6 adds waiting.
 STATS = "SELECT * FROM jobq.stats ORDER BY queue"
 
-# jobq 0.6: workflows (dependencies, results, batch callbacks).
+# Workflows (dependencies, results, batch callbacks).
 ENQUEUE_CALLBACK = (
     "SELECT jobq.enqueue_callback(%(queue)s::text, %(payload)s::jsonb, %(members)s::bigint[], "
     + _RUN_AT + ", %(priority)s::integer, %(max_attempts)s::integer)"

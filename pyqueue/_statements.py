@@ -3,19 +3,23 @@
 Each function here has the name, the arguments and the documentation of a
 public call, checks its arguments and returns the :class:`~pyqueue._db.Statement`
 to send: the SQL text (``pyqueue._queries``), its parameters
-(``pyqueue._arguments``) and what the answer becomes. :mod:`pyqueue.client`
-sends them on a sync connection and :mod:`pyqueue._aioclient` on an asyncio
-one, each adding the connection as the first argument; a claimed job's
-methods send the lease statements on the connection it was claimed through.
+(``pyqueue._arguments``) and what the answer becomes.
+
+``tools/client_calls.py`` (``make client``) writes, from each builder, the
+function of :mod:`pyqueue.client` that sends its statement on a sync
+connection and the one of :mod:`pyqueue._aioclient` that sends it on an
+asyncio one: the builder's name, parameters and docstring, with the
+connection first. Add or change a call here, then run ``make client``
+(``tests/test_layout.py`` fails until you do). A claimed job's methods send
+the lease statements on the connection it was claimed through.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from pyqueue import _arguments as a
@@ -25,15 +29,12 @@ from pyqueue._db import Claimed, Statement
 from pyqueue.defaults import REAP_BATCH
 from pyqueue.errors import InvalidPeriodicName
 
-if TYPE_CHECKING:
-    from pyqueue.job import JobRecord
-
 
 @dataclass(frozen=True)
 class QueueStats:
     """One row of ``jobq.stats``; ``oldest_ready_age`` is None when no job is
-    ready (jobq 0.4; older versions say 0); ``waiting`` counts the jobs
-    waiting for their parents or batch members (jobq 0.6; 0 before)."""
+    ready; ``waiting`` counts the jobs waiting for their parents or batch
+    members. (An older jobq says 0 for both: its rows lack them.)"""
 
     queue: str
     ready: int
@@ -56,9 +57,9 @@ STATS_FIELDS = tuple(QueueStats.__dataclass_fields__)
 class Schedule:
     """One periodic job of ``jobq.schedules`` (registered with :func:`every`).
 
-    jobq 0.4 adds ``runner`` ('pg_cron' or 'workers': who enqueues its
-    ticks), ``next_run_at`` and ``last_run_at``; they are None on an older
-    database.
+    ``runner`` is 'pg_cron' or 'workers' (who enqueues its ticks);
+    ``runner``, ``next_run_at`` and ``last_run_at`` are None on a jobq
+    older than these columns.
     """
 
     name: str
@@ -80,20 +81,6 @@ class Schedule:
 
 
 SCHEDULE_FIELDS = tuple(Schedule.__dataclass_fields__)
-
-
-def present_as(call: Callable[..., Any], build: Callable[..., Any], module: str, conn_type: str,
-               returns: str | None = None) -> None:
-    """Give ``call`` the name, documentation and signature of the statement
-    builder it sends, with ``conn`` first and the result as its return type."""
-    signature = inspect.signature(build)
-    conn = inspect.Parameter("conn", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=conn_type)
-    if returns is None:  # "Statement[int]" -> "int"
-        returns = str(signature.return_annotation).removeprefix("Statement[").removesuffix("]")
-    call.__name__ = call.__qualname__ = build.__name__
-    call.__doc__, call.__module__ = build.__doc__, module
-    call.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[conn, *signature.parameters.values()], return_annotation=returns)
 
 
 def _optional_int(value: Any) -> int | None:
@@ -132,16 +119,16 @@ def enqueue(
     either the job is ready at once. Lower ``priority`` runs first. With
     ``key``, an active job of the queue holding the same key is not
     duplicated: its id is returned instead. Jobs sharing a ``group_key``
-    (jobq 0.2) run one at a time, in enqueue order.
+    run one at a time, in enqueue order.
 
-    jobq 0.4: ``timeout`` (timedelta or seconds, 1 s .. 1 day) is the longest
+    ``timeout`` (timedelta or seconds, 1 s .. 1 day) is the longest
     a worker lets the job's handler run (default: the queue's ``timeout``
     setting); ``unique_for`` (with ``key``; 1 s .. 366 days) also
     deduplicates against a job of that key completed within that window,
     returning its id. Both are sent only when given, so the same call works
     on an older jobq.
 
-    jobq 0.6: with ``depends_on`` (job ids) the job waits (status
+    With ``depends_on`` (job ids) the job waits (status
     ``waiting``) until every one of those jobs has completed, then becomes
     ready in the transaction that completed the last one. When one of them
     is dead or cancelled, ``on_parent_failure`` decides: ``'cancel'`` (the
@@ -181,10 +168,9 @@ def enqueue_many(
 
     ``keys`` gives one key (or None) per payload, as ``key`` does for
     :func:`enqueue`; with ``group_key`` the jobs join that serial group in
-    payload order; ``timeout`` and ``unique_for`` (jobq 0.4) apply to every
-    job, as for :func:`enqueue`; so do ``depends_on`` and
-    ``on_parent_failure`` (jobq 0.6: every job of the call waits for the
-    same parents).
+    payload order; ``timeout`` and ``unique_for`` apply to every job, as for
+    :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
+    job of the call waits for the same parents).
     """
     sql, params = a.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
                                        max_attempts=max_attempts, keys=keys, group_key=group_key,
@@ -216,27 +202,24 @@ def claim(
 def complete(job_id: int, lease_token: UUID | str, result: Any = None) -> Statement[bool]:
     """Acknowledge success; False when the lease was lost or the id is unknown.
 
-    ``result`` (jobq 0.6): any JSON value (dict, list, str, number, bool)
-    kept as the job's result (:func:`result`, :func:`wait`,
-    :func:`parent_results`); None: no result. A result over the queue's
+    ``result``: any JSON value (dict, list, str, number, bool) kept as the
+    job's result (:func:`result`, :func:`wait`, :func:`parent_results`);
+    None: no result. A result over the queue's
     max_payload_bytes raises :class:`~pyqueue.PayloadTooLarge` and the job
     stays running."""
     sql, params = a.complete_params(job_id, lease_token, result)
     return Statement(sql, params, "scalar", bool)
 
 
-def complete_many(jobs: Sequence[JobRecord], results: Sequence[Any] | None = None) -> Statement[int]:
-    """Acknowledge many jobs in one statement; how many still held their lease.
-
-    ``results`` (jobq 0.6): one result (or None) per job, as for :func:`complete`."""
-    sql, params = a.many_complete_params([(job.id, job.lease_token) for job in jobs], results)
-
-    def acknowledged(done: Any) -> int:
-        for job in jobs:
-            job._mark_acknowledged()
-        return int(done)
-
-    return Statement(sql, params, "scalar", acknowledged)
+def complete_many(
+    held: Sequence[tuple[int, UUID]], results: Sequence[Any] | None = None
+) -> Statement[int]:
+    """Acknowledge many jobs, each ``(job_id, lease_token)``, in one statement;
+    how many still held their lease. ``results``: one result (or None) per
+    job, as for :func:`complete`. (The client calls mark the jobs
+    acknowledged once it ran.)"""
+    sql, params = a.many_complete_params(held, results)
+    return Statement(sql, params, "scalar", int)
 
 
 def fail(
@@ -268,7 +251,7 @@ def snooze(
     run_at: datetime | None = None,
 ) -> Statement[bool]:
     """Put a held job back until now + ``delay`` (or ``run_at``) without spending
-    an attempt (jobq 0.2); False when the lease was lost."""
+    an attempt; False when the lease was lost."""
     return Statement(q.SNOOZE, a.snooze_params(job_id, lease_token, delay, run_at), "scalar", bool)
 
 
@@ -290,12 +273,13 @@ def every(
     max_attempts: int | None = None,
     runner: str | None = None,
 ) -> Statement[int | None]:
-    """Enqueue ``payload`` on ``queue`` at every tick of a cron ``schedule``
-    (jobq 0.2); one active copy at a time. Re-using a name updates it.
+    """Enqueue ``payload`` on ``queue`` at every tick of a cron ``schedule``;
+    one active copy at a time. Re-using a name updates it.
 
-    ``runner`` (jobq 0.4): ``'pg_cron'``, or ``'workers'`` to have pyqueue
-    workers enqueue the ticks (each tick once, however many workers run);
-    None: pg_cron when installed, else the workers. Sent only when given.
+    ``runner``: ``'pg_cron'``, or ``'workers'`` to have pyqueue workers
+    enqueue the ticks (each tick once, however many workers run); None:
+    pg_cron when installed, else the workers. Sent only when given (so the
+    call works on a jobq older than runners).
     Returns the pg_cron job id, or None when the workers run it."""
     sql, params = a.every_query(name, schedule, queue, payload, priority=priority,
                                 max_attempts=max_attempts, runner=runner)
@@ -333,7 +317,7 @@ def cancel(job_id: int) -> Statement[bool]:
 def cancel_jobs(
     queue: str, *, status: str | None = None, payload_contains: Mapping[str, Any] | None = None
 ) -> Statement[int]:
-    """Cancel the live jobs of a queue; how many (jobq 0.4).
+    """Cancel the live jobs of a queue; how many.
 
     ``status`` narrows it to 'ready', 'scheduled' or 'running' jobs (None:
     all three); ``payload_contains`` to jobs whose payload contains that
@@ -345,17 +329,17 @@ def cancel_jobs(
 
 def discard_dead(queue: str, *, older_than: timedelta | float | None = None) -> Statement[int]:
     """Delete the dead jobs of a queue, or only those dead for longer than
-    ``older_than`` (timedelta or seconds); how many (jobq 0.4)."""
+    ``older_than`` (timedelta or seconds); how many."""
     return Statement(q.DISCARD_DEAD, a.discard_dead_params(queue, older_than), "scalar", int)
 
 
 def pause(queue: str) -> Statement[bool]:
-    """Stop claims from a queue (jobq 0.2); True when it was not paused before."""
+    """Stop claims from a queue; True when it was not paused before."""
     return Statement(q.PAUSE, (check.queue_name(queue),), "scalar", bool)
 
 
 def resume(queue: str) -> Statement[bool]:
-    """Let workers claim from a paused queue again, and wake them (jobq 0.2)."""
+    """Let workers claim from a paused queue again, and wake them."""
     return Statement(q.RESUME, (check.queue_name(queue),), "scalar", bool)
 
 
@@ -374,12 +358,11 @@ def configure_queue(queue: str, **settings: Any) -> Statement[dict[str, Any]]:
     """Set some of a queue's settings and return all its effective settings.
 
     Settings: max_attempts, backoff_base, backoff_cap, backoff_jitter, lease,
-    retention, dead_retention, max_payload_bytes, since jobq 0.2
-    concurrency, rate_limit, rate_interval, since jobq 0.4 timeout (the
-    default execution timeout of the queue's jobs; 0 removes it), and since
-    jobq 0.6 result_retention (how long a completed job with a result is
-    kept, at least retention; 0 .. 3650 days); durations as timedelta or
-    seconds. Omitted settings stay as they are.
+    retention, dead_retention, max_payload_bytes, concurrency, rate_limit,
+    rate_interval, timeout (the default execution timeout of the queue's
+    jobs; 0 removes it) and result_retention (how long a completed job with
+    a result is kept, at least retention; 0 .. 3650 days); durations as
+    timedelta or seconds. Omitted settings stay as they are.
     """
     sql, params = a.configure_query(queue, settings)
     return Statement(sql, params, "dicts", lambda rows: rows[0])

@@ -1,6 +1,6 @@
-"""The statements of jobq 0.6's workflow calls, written once like those of
-``pyqueue._statements`` (which the sync and async calls are made from in
-``pyqueue._calls``): batch callbacks, a job's result, state and its
+"""The statements of the workflow calls, written once like those of
+``pyqueue._statements`` (``tools/client_calls.py`` writes the sync and
+async calls that send them): batch callbacks, a job's result, state and its
 parents' results, and the watch that :func:`pyqueue.wait` sets."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def enqueue_callback(
     priority: int = 0,
     max_attempts: int | None = None,
 ) -> Statement[int]:
-    """Add a batch callback and return its id (jobq 0.6).
+    """Add a batch callback and return its id.
 
     The job waits until every job of ``members`` (any queues) has finished
     (completed, dead or cancelled), then becomes ready once, its payload
@@ -40,7 +40,7 @@ def enqueue_callback(
 
 
 def result(job_id: int) -> Statement[Any]:
-    """The result of a completed job (any JSON value, decoded), jobq 0.6.
+    """The result of a completed job (any JSON value, decoded).
 
     None while the job is unfinished, when it completed without a result (or
     with JSON null), and when it is dead or cancelled (:func:`status` tells
@@ -50,14 +50,14 @@ def result(job_id: int) -> Statement[Any]:
 
 
 def status(job_id: int) -> Statement[str]:
-    """The state of a job (jobq 0.6): 'waiting', 'ready', 'scheduled',
+    """The state of a job: 'waiting', 'ready', 'scheduled',
     'running', 'completed', 'dead' or 'cancelled'; :class:`~pyqueue.UnknownJob`
     for an unknown (or forgotten) id."""
     return Statement(q.STATUS, (check.job_id(job_id),), "scalar", str)
 
 
 def parent_results(job_id: int) -> Statement[dict[int, Any]]:
-    """The results of a job's parents (its ``depends_on``), jobq 0.6: a dict
+    """The results of a job's parents (its ``depends_on``): a dict
     from parent id to result, in parent id order; None for a parent without
     a result (yet, or forgotten). Empty for a job without parents;
     :class:`~pyqueue.UnknownJob` for an unknown id."""
@@ -66,7 +66,7 @@ def parent_results(job_id: int) -> Statement[dict[int, Any]]:
 
 
 def watch(job_id: int) -> Statement[str]:
-    """Mark a live job watched and return its state, as :func:`status`
-    (jobq 0.6): when it finishes, jobq sends NOTIFY ``jobq_finished`` with
+    """Mark a live job watched and return its state, as :func:`status`:
+    when it finishes, jobq sends NOTIFY ``jobq_finished`` with
     its id. :func:`wait` uses it."""
     return Statement(q.WATCH, (check.job_id(job_id),), "scalar", str)

@@ -88,10 +88,9 @@ class JobqError(Exception):
 class InvalidArgument(JobqError, ValueError):
     """JQ017: an argument is NULL or not one of its allowed values: ``fail`` or
     ``fail_held`` with a NULL error, a ``cancel_jobs`` status, an ``every``
-    runner, a ``payload_contains`` that is not a JSON object (jobq 0.4), an
-    ``on_parent_failure`` other than 'cancel' or 'run' (jobq 0.6), a
-    ``grant_queue`` privilege other than 'produce', 'consume' or 'read'
-    (jobq 0.9).
+    runner, a ``payload_contains`` that is not a JSON object, an
+    ``on_parent_failure`` other than 'cancel' or 'run', a ``grant_queue``
+    privilege other than 'produce', 'consume' or 'read'.
 
     Also the base of every error about a bad argument (JQ001-JQ012, JQ016, JQ018, JQ021),
     so all of them are ValueErrors too: ``except pyqueue.InvalidArgument``
@@ -106,23 +105,22 @@ class InvalidArgument(JobqError, ValueError):
 class InvalidQueueName(InvalidArgument):
     """JQ001: a queue name is NULL, empty, over 128 characters or outside
     ``[A-Za-z0-9_.:-]``; or a ``queues`` array is NULL, empty, over 100 names,
-    or (jobq 0.9) of more than one dimension; or a ``queue_pattern``
-    (``grant_queue``, ``revoke_queue``) is neither a queue name nor the start
-    of one followed by ``*`` (jobq 0.9)."""
+    or of more than one dimension; or a ``queue_pattern`` (``grant_queue``,
+    ``revoke_queue``) is neither a queue name nor the start of one followed
+    by ``*``."""
 
     SQLSTATE = "JQ001"
 
 
 class InvalidPayload(InvalidArgument):
     """JQ002: a payload is NULL or not a JSON object (``'null'``, an array, a
-    string...); or ``payloads`` is NULL or (jobq 0.9) of more than one
-    dimension."""
+    string...); or ``payloads`` is NULL or of more than one dimension."""
 
     SQLSTATE = "JQ002"
 
 
 class PayloadTooLarge(InvalidArgument):
-    """JQ003: a payload, or a job's result (jobq 0.6), is over its queue's
+    """JQ003: a payload, or a job's result, is over its queue's
     ``max_payload_bytes``."""
 
     SQLSTATE = "JQ003"
@@ -165,7 +163,7 @@ class InvalidInterval(InvalidArgument):
 class InvalidJobKey(InvalidArgument):
     """JQ009: a job_key or group_key is empty or over 512 characters; ``job_keys``
     and ``payloads`` differ in length, or ``job_keys`` has more than one
-    dimension (jobq 0.9); or ``unique_for`` comes without a key."""
+    dimension; or ``unique_for`` comes without a key."""
 
     SQLSTATE = "JQ009"
 
@@ -173,7 +171,7 @@ class InvalidJobKey(InvalidArgument):
 class MissingLease(InvalidArgument):
     """JQ010: a job id or lease token is NULL, or a lease token is not a UUID;
     or ``ids`` and ``lease_tokens`` (or ``results``) differ in length, hold
-    NULLs, or (jobq 0.9) have more than one dimension."""
+    NULLs, or have more than one dimension."""
 
     SQLSTATE = "JQ010"
 
@@ -198,31 +196,31 @@ class JobKeyConflict(JobqError):
 
 
 class PgCronMissing(JobqError):
-    """JQ014: pg_cron is not installed in this database, or (jobq 0.9) the
-    calling role may not use it: no USAGE on schema cron
-    (``schedule_maintenance``, ``every(..., runner => 'pg_cron')``)."""
+    """JQ014: pg_cron is not installed in this database, or the calling role
+    may not use it: no USAGE on schema cron (``schedule_maintenance``,
+    ``every(..., runner => 'pg_cron')``)."""
 
     SQLSTATE = "JQ014"
 
 
 class NotReadCommitted(JobqError):
     """JQ015: a ``claim``, ``take`` or ``hold`` in a REPEATABLE READ or
-    SERIALIZABLE transaction (jobq 0.2)."""
+    SERIALIZABLE transaction."""
 
     SQLSTATE = "JQ015"
 
 
 class InvalidPeriodicName(InvalidArgument):
     """JQ016: a periodic job name is NULL or outside ``[A-Za-z0-9_.:-]{1,64}``, or
-    ``enqueue_periodic`` names an unknown one (jobq 0.2)."""
+    ``enqueue_periodic`` names an unknown one."""
 
     SQLSTATE = "JQ016"
 
 
 class InvalidDependency(InvalidArgument):
     """JQ018: a ``depends_on`` list or a callback's ``members`` has a NULL
-    element or a duplicate, or holds over 100,000 ids (jobq 0.6), or has more
-    than one dimension (jobq 0.9)."""
+    element or a duplicate, or holds over 100,000 ids, or has more than one
+    dimension."""
 
     SQLSTATE = "JQ018"
 
@@ -231,9 +229,9 @@ class UnknownJob(JobqError):
     """JQ019: a job id jobq does not know where a known job is required: one it
     never issued (a ``depends_on`` parent, a callback member), or, for
     ``result``, ``status``, ``parent_results`` and ``watch``, also one it has
-    forgotten (finished without history, or pruned) (jobq 0.6); and, alike,
-    a job of a queue with read grants the caller holds none of, so that ids
-    cannot be probed (jobq 0.9)."""
+    forgotten (finished without history, or pruned); and, alike, a job of a
+    queue with read grants the caller holds none of, so that ids cannot be
+    probed."""
 
     SQLSTATE = "JQ019"
 
@@ -243,7 +241,7 @@ class QueuePrivilegeDenied(JobqError, PermissionError):
     ``produce`` (enqueue, enqueue_many, enqueue_callback) or ``consume``
     (claim, take, hold), and none of them is held by the calling role (the
     role set with SET ROLE, else the login), directly or through a group
-    role; nor is it a jobq_admin (jobq 0.9). Also a ``PermissionError``."""
+    role; nor is it a jobq_admin. Also a ``PermissionError``."""
 
     SQLSTATE = "JQ020"
 
@@ -251,7 +249,7 @@ class QueuePrivilegeDenied(JobqError, PermissionError):
 class InvalidRole(InvalidArgument):
     """JQ021: the ``role`` of ``grant_queue`` or ``revoke_queue`` is NULL,
     empty or not an existing role (``revoke_queue`` also takes a dropped role
-    that still has grants) (jobq 0.9)."""
+    that still has grants)."""
 
     SQLSTATE = "JQ021"
 
@@ -321,7 +319,7 @@ def translate_errors() -> Iterator[None]:
 
 
 class JobTimeout(TimeoutError):
-    """A job ran longer than its execution timeout (jobq 0.4: the job's own
+    """A job ran longer than its execution timeout (the job's own
     ``timeout``, else its queue's). Not a database error: the worker records
     it as the job's error (``JobTimeout: job ran longer than 0:00:02``) and
     fails the attempt; an async handler is cancelled, a sync one's result is
@@ -330,7 +328,7 @@ class JobTimeout(TimeoutError):
 
 class JobDead(Exception):
     """:func:`pyqueue.wait` found the job dead (out of attempts) instead of
-    completed (jobq 0.6). Not a database error: ``job_id`` is the job; its
+    completed. Not a database error: ``job_id`` is the job; its
     error history is in ``jobq.job_errors`` (and the dashboard)."""
 
     def __init__(self, job_id: int) -> None:
@@ -340,8 +338,8 @@ class JobDead(Exception):
 
 class JobCancelled(Exception):
     """:func:`pyqueue.wait` found the job cancelled, by an operator or because
-    a job it depends on is dead or was cancelled (jobq 0.6). Not a database
-    error: ``job_id`` is the job."""
+    a job it depends on is dead or was cancelled. Not a database error:
+    ``job_id`` is the job."""
 
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id} was cancelled")
@@ -350,7 +348,7 @@ class JobCancelled(Exception):
 
 class WaitTimeout(TimeoutError):
     """:func:`pyqueue.wait` gave up: the job had not finished within the
-    timeout (jobq 0.6). ``job_id`` is the job, ``status`` the last state seen
+    timeout. ``job_id`` is the job, ``status`` the last state seen
     (waiting, ready, scheduled or running); the job itself is untouched."""
 
     def __init__(self, job_id: int, timeout: float, status: str) -> None:

@@ -1,4 +1,4 @@
-"""Waiting for a job's end (jobq 0.6): :func:`wait` returns a completed job's
+"""Waiting for a job's end: :func:`wait` returns a completed job's
 result, or raises :class:`~pyqueue.JobDead`, :class:`~pyqueue.JobCancelled`
 or :class:`~pyqueue.WaitTimeout`.
 
@@ -72,7 +72,7 @@ def wait_script(job_id: int, timeout: timedelta | float | None, listening: bool)
 
 
 def wait(conn: psycopg.Connection[Any], job_id: int, timeout: timedelta | float | None = None) -> Any:
-    """Wait until job ``job_id`` ends and return its result (jobq 0.6).
+    """Wait until job ``job_id`` ends and return its result.
 
     Returns the result of a completed job (None when it completed without
     one); raises :class:`~pyqueue.JobDead` when the job is dead,

@@ -1,4 +1,4 @@
-"""Workflows made of dependent jobs (jobq 0.6): :func:`chain` (each step
+"""Workflows made of dependent jobs: :func:`chain` (each step
 waits for the previous one) and :func:`group` (steps that run side by side,
 then one callback that sees how they ended).
 
@@ -137,8 +137,8 @@ def _documented(fn: Callable[..., Any], source: Callable[..., Any]) -> None:
 
 
 def chain(conn: psycopg.Connection[Any], steps: Sequence[StepLike]) -> list[int]:
-    """Enqueue ``steps`` so that each runs after the one before completed
-    (jobq 0.6); their ids, in order.
+    """Enqueue ``steps`` so that each runs after the one before completed;
+    their ids, in order.
 
     A step is a :class:`Step` or a ``(queue, payload)`` pair. Each step's
     job depends on the previous one (``depends_on``): a step reads the
@@ -150,7 +150,7 @@ def chain(conn: psycopg.Connection[Any], steps: Sequence[StepLike]) -> list[int]
 
 def group(conn: psycopg.Connection[Any], steps: Sequence[StepLike], *, then: StepLike) -> Group:
     """Enqueue ``steps`` to run side by side, and the callback ``then`` that
-    runs once all of them finished (jobq 0.6); a :class:`Group` of the ids.
+    runs once all of them finished; a :class:`Group` of the ids.
 
     Steps of the same queue and options go in one ``enqueue_many``. The
     callback (a ``jobq.enqueue_callback``) becomes ready once every member

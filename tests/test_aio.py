@@ -70,6 +70,22 @@ def test_async_client_round_trip(conn: Conn, dsn: str) -> None:
     assert conn.execute("SELECT status, attempts FROM jobq._job WHERE id = 1").fetchone() == ("ready", 0)
 
 
+def test_async_complete_many_counts_held_leases_and_marks_the_jobs(conn: Conn, dsn: str) -> None:
+    """As pyqueue.complete_many: lost leases are not counted, and every job
+    passed is marked acknowledged."""
+    async def main() -> None:
+        async with await connect(dsn, autocommit=True) as aconn:
+            await aio.enqueue_many(aconn, "a", [{"i": i} for i in range(3)])
+            jobs = await aio.claim(aconn, "a", 3)
+            assert await jobs[0].complete() is True
+            assert await aio.complete_many(aconn, jobs) == 2
+            assert all(job.acknowledged for job in jobs)
+            assert await aio.complete(aconn, jobs[1].id, jobs[1].lease_token) is False
+
+    asyncio.run(main())
+    assert scalar(conn, "SELECT count(*) FROM jobq.jobs WHERE queue = 'a' AND status = 'completed'") == 3
+
+
 def test_async_enqueue_joins_the_callers_transaction(conn: Conn, dsn: str) -> None:
     conn.execute("CREATE TABLE orders (id int PRIMARY KEY)")
 

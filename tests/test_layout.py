@@ -7,7 +7,10 @@ for one role: ``worker/`` (the consumer loop and the Worker), ``cli/`` (the
 These tests read the tree, so a new package is held to the same rules:
 
 - every folder of modules is a package whose ``__init__`` says what it holds;
-- no module is over ``MAX_LINES`` lines;
+- no module is over ``MAX_LINES`` lines (not counting the client calls
+  that ``tools/client_calls.py`` writes from their statement builders);
+- no pyqueue module imports itself back through others (no import circle,
+  whether the import is at module level, for type checking or in a function);
 - the core imports no role package (except the entry points that re-export
   the worker or run the command line), and a role package imports no other
   one but the worker at module level;
@@ -36,6 +39,7 @@ import pyqueue.aio
 import pyqueue.client
 from tests.conftest import ROOT
 from tests.worker_support import wait_until
+from tools import client_calls
 
 Connection = psycopg.Connection[tuple[object, ...]]
 PACKAGE = ROOT / "pyqueue"
@@ -78,8 +82,17 @@ def test_every_role_is_a_package_that_says_what_it_holds() -> None:
     assert not problems, "\n".join(problems)
 
 
+def hand_written_lines(path: Path) -> int:
+    """The lines of a module, less the calls tools/client_calls.py writes there."""
+    text = path.read_text()
+    before, begin, rest = text.partition(client_calls.BEGIN)
+    if begin:
+        text = before + rest.partition(client_calls.END)[2]
+    return len(text.splitlines())
+
+
 def test_no_module_is_over_the_size_limit() -> None:
-    sizes = {path: len(path.read_text().splitlines()) for path in modules()}
+    sizes = {path: hand_written_lines(path) for path in modules()}
     over = sorted((lines, str(path.relative_to(ROOT))) for path, lines in sizes.items() if lines > MAX_LINES)
     assert not over, (f"modules over {MAX_LINES} lines (split them along a real seam):\n"
                       + "\n".join(f"  {name}: {lines} lines" for lines, name in reversed(over)))
@@ -239,17 +252,23 @@ def test_a_pyqueue_worker_process_never_loads_the_benchmarks(dsn: str, tmp_path:
     assert_none_loaded(forbidden(loaded, COMMAND_PACKAGES), "a `pyqueue worker` process")
 
 
-def test_each_client_call_and_its_async_twin_come_from_one_builder(conn: Connection) -> None:
-    """pyqueue.client and pyqueue.aio are made from pyqueue._statements (one
-    definition per call): both show the call's own name, documentation and
-    signature, ``conn`` first, as hand-written functions did."""
+def test_each_client_call_and_its_async_twin_are_functions_of_their_own(conn: Connection) -> None:
+    """pyqueue.client and pyqueue.aio hold one plain function per call (written
+    from its statement builder of pyqueue._statements): each has the call's
+    own name (a traceback shows it), documentation and signature, ``conn``
+    first, and is defined in its module (jump-to-definition lands on it)."""
     calls = [name for name in pyqueue.client.__all__ if name[0].islower()]
+    homes = {"wait": "pyqueue.waiting", "chain": "pyqueue.workflows", "group": "pyqueue.workflows"}
     for name in calls:
         sync, twin = getattr(pyqueue.client, name), getattr(pyqueue.aio, name)
         parameters = list(inspect.signature(sync).parameters)
         assert parameters[0] == "conn" and list(inspect.signature(twin).parameters) == parameters, name
         assert sync.__name__ == twin.__name__ == name and sync.__doc__ and twin.__doc__, name
         assert inspect.iscoroutinefunction(twin) or name == "take", name
+        assert (sync.__module__, twin.__module__) == (homes.get(name, "pyqueue.client"),
+                                                      homes.get(name, "pyqueue._aioclient")), name
+        if name not in homes and name != "take":  # take: a context manager, its code is the generator's
+            assert sync.__code__.co_name == twin.__code__.co_name == name, name
     assert str(inspect.signature(pyqueue.enqueue)) == (
         "(conn: 'Connection', queue: 'str', payload: 'Mapping[str, Any]', *, "
         "delay: 'timedelta | float | None' = None, run_at: 'datetime | None' = None, priority: 'int' = 0, "
@@ -277,3 +296,111 @@ def test_the_checks_catch_what_they_guard(tmp_path: Path) -> None:
     assert imported_pyqueue_modules(probe) == {"pyqueue", "pyqueue.bench", "pyqueue.bench.suite",
                                                "pyqueue.client"}
     assert roles_imported(probe, role_packages()) == {"bench"}
+
+
+def test_the_client_calls_are_written_from_their_builders(tmp_path: Path) -> None:
+    """The calls between the markers of pyqueue/client.py and _aioclient.py are
+    what tools/client_calls.py writes from the statement builders (run
+    ``make client`` after changing a builder), and a changed builder makes
+    both stale."""
+    assert client_calls.stale() == [], "run make client: the client calls differ from their builders"
+    for path in [*client_calls.BUILDERS, client_calls.SYNC.path, client_calls.ASYNC.path]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text((ROOT / path).read_text())
+    builders = tmp_path / "pyqueue/_statements.py"
+    builders.write_text(builders.read_text().replace("def retry(job_id: int)",
+                                                     "def retry(job_id: int, n: int = 1)"))
+    assert client_calls.stale(tmp_path) == [client_calls.SYNC.path, client_calls.ASYNC.path]
+    assert "def retry(conn: Connection, job_id: int, n: int = 1) -> bool:" in client_calls.written(
+        client_calls.SYNC, tmp_path)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(here: str, source: str, known: set[str], *, is_package: bool = False) -> set[str]:
+    """The modules (of ``known``) that module ``here`` imports anywhere in its
+    ``source``: at module level, under ``if TYPE_CHECKING``, or inside a
+    function. A name imported from a module counts as that module; ``from
+    pyqueue import x`` as ``pyqueue.x`` when that is a module, else as ``pyqueue``."""
+    package = here.split(".") if is_package else here.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package[:len(package) - node.level + 1], *([base] if base else [])])
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                     for alias in node.names]
+        else:
+            continue
+        for imported in names:
+            name = imported
+            while name and name not in known:  # pyqueue.job.Job -> pyqueue.job
+                name = name.rpartition(".")[0]
+            if name and name != here:
+                found.add(name)
+    return found
+
+
+def import_circles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
+    """The modules that import one another, directly or through others: the
+    strongly connected components of ``graph`` with more than one module."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: set[frozenset[str]] = set()
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in order:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], order[other])
+        if low[module] == order[module]:
+            component: set[str] = set()
+            while not component or module not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                circles.add(frozenset(component))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def pyqueue_import_graph() -> dict[str, set[str]]:
+    known = {module_name(path) for path in modules()}
+    return {module_name(path): imports_of(module_name(path), path.read_text(), known,
+                                          is_package=path.name == "__init__.py")
+            for path in modules()}
+
+
+def test_no_pyqueue_modules_import_one_another() -> None:
+    """No import circle: a module imported (even lazily, even for types) by a
+    module it imports cannot be read, tested or moved on its own."""
+    circles = import_circles(pyqueue_import_graph())
+    # removed on branch i30-ack (its lazy import of pyqueue.metrics.worker)
+    assert circles == {frozenset({"pyqueue.metrics.worker", "pyqueue.worker.observer"})}, sorted(
+        map(sorted, circles))
+
+
+def test_the_circle_check_finds_circles() -> None:
+    """Circles are found whatever kind of import closes them; a chain is none."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert import_circles(graph) == {frozenset({"a", "b", "c"})}
+    source = ("from typing import TYPE_CHECKING\nfrom pyqueue import _db, errors\nfrom . import defaults\n"
+              "if TYPE_CHECKING:\n    from pyqueue.job import Job\n\n"
+              "def later():\n    import pyqueue.worker.consumer\n    from pyqueue.probe import x\n")
+    known = {"pyqueue", "pyqueue._db", "pyqueue.defaults", "pyqueue.errors", "pyqueue.job", "pyqueue.worker",
+             "pyqueue.worker.consumer", "pyqueue.probe"}
+    assert imports_of("pyqueue.probe", source, known) == {
+        "pyqueue._db", "pyqueue.defaults", "pyqueue.errors", "pyqueue.job", "pyqueue.worker.consumer"}

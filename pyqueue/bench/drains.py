@@ -128,7 +128,7 @@ def lease_ahead(conn: Conn, queue: str, count: int) -> list[tuple[Any, Any]]:
     the queue's order: long-running jobs nobody finishes during the run,
     held the way workers hold them — claimed, then heart-beaten once (a
     worker beats after a third of the lease), which parks them out of the
-    claim index (jobq 0.3)."""
+    claim index."""
     sql_loops.prefill_jobq(conn, queue, count)
     held: list[tuple[Any, Any]] = []
     while len(held) < count:

@@ -1,4 +1,4 @@
-"""Workflows in ``pyqueue bench`` (issue 15, jobq 0.6): what a batch with a
+"""Workflows in ``pyqueue bench``: what a batch with a
 callback costs the drain, and what a wide fan-in costs to set up and release.
 
 1. Batch drain vs plain drain: the same ``pyqueue.Worker`` drain (W worker

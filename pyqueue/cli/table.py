@@ -11,7 +11,7 @@ STATS_COLUMNS = ("queue", "ready", "scheduled", "running", "dead", "waiting", "o
 
 def format_age(age: timedelta | None) -> str:
     """A short human duration: 0s, 4.2s, 3m05s, 2h07m, 3d04h; "-" for none
-    (jobq 0.4's oldest_ready_age when nothing is ready)."""
+    (the oldest_ready_age of a queue where nothing is ready)."""
     if age is None:
         return "-"
     seconds = age.total_seconds()
@@ -42,7 +42,7 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def stats_table(stats: Sequence[Any]) -> str:
     """jobq.stats rows (pyqueue.QueueStats) as an aligned table (waiting: jobs
-    waiting for their parents or batch members, jobq 0.6)."""
+    waiting for their parents or batch members)."""
     rows = [
         (s.queue, str(s.ready), str(s.scheduled), str(s.running), str(s.dead), str(s.waiting),
          format_age(s.oldest_ready_age))

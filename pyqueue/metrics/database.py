@@ -1,7 +1,7 @@
 """jobq's metrics, read from the database on each scrape.
 
 :class:`DatabaseCollector` is a prometheus-client collector: every scrape
-runs ``jobq.metrics()`` (jobq 0.5) and yields its rows as metric families
+runs ``jobq.metrics()`` and yields its rows as metric families
 (``pyqueue.metrics.families``), so every scrape agrees with the database
 whichever process serves it. It reads on one connection of its own
 (application_name ``pyqueue-metrics``), opened at the first scrape, kept

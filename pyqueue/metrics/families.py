@@ -26,7 +26,7 @@ Row = Sequence[Any]  # (name text, labels jsonb as a dict, value float or None)
 
 HELP = {
     "jobq_jobs": "Live jobs per queue and state (ready: due now; scheduled: due later; running: leased; "
-                 "waiting: held until their parent jobs finish (jobq 0.6); "
+                 "waiting: held until their parent jobs finish; "
                  "dead: dead-lettered, kept in the archive)",
     "jobq_oldest_ready_age_seconds": "Seconds since the oldest ready job of the queue became due "
                                      "(how far behind its workers are)",
