@@ -7,7 +7,9 @@ for one role: ``worker/`` (the consumer loop and the Worker), ``cli/`` (the
 These tests read the tree, so a new package is held to the same rules:
 
 - every folder of modules is a package whose ``__init__`` says what it holds;
-- no module is over ``MAX_LINES`` lines;
+- a module holds one idea, whatever its length (the whole acknowledgement
+  path in one module beats five 40-line ones); ``MAX_LINES`` only catches
+  a module that has grown past any one idea;
 - the core imports no role package (except the entry points that re-export
   the worker or run the command line), and a role package imports no other
   one but the worker at module level;
@@ -39,7 +41,7 @@ from tests.worker_support import wait_until
 
 Connection = psycopg.Connection[tuple[object, ...]]
 PACKAGE = ROOT / "pyqueue"
-MAX_LINES = 400  # the most lines a pyqueue module may have
+MAX_LINES = 600  # a ceiling for one idea, not a size to split at: split along a real seam, never by count
 ROLE_PACKAGES = ("worker", "cli", "bench", "dashboard")  # at least these
 # The core modules that may import a role package: the public entry points
 # re-export the worker (pyqueue.Worker, pyqueue.aio.AsyncWorker) or run the CLI.
@@ -81,7 +83,7 @@ def test_every_role_is_a_package_that_says_what_it_holds() -> None:
 def test_no_module_is_over_the_size_limit() -> None:
     sizes = {path: len(path.read_text().splitlines()) for path in modules()}
     over = sorted((lines, str(path.relative_to(ROOT))) for path, lines in sizes.items() if lines > MAX_LINES)
-    assert not over, (f"modules over {MAX_LINES} lines (split them along a real seam):\n"
+    assert not over, (f"modules over {MAX_LINES} lines (more than one idea? split them along a real seam):\n"
                       + "\n".join(f"  {name}: {lines} lines" for lines, name in reversed(over)))
 
 
