@@ -94,7 +94,7 @@ class JobRecord:
     @property
     def timed_out(self) -> bool:
         """True once a worker failed the job because it ran past its timeout."""
-        return self._state in TIMED_OUT
+        return self._state in PAST_TIMEOUT
 
     @property
     def lease_seconds(self) -> float | None:
@@ -151,7 +151,7 @@ TRANSITIONS: dict[tuple[JobState, Event], JobState] = {
 }
 del S, E
 ACKNOWLEDGED = frozenset({JobState.ACK_QUEUED, JobState.ACKED, JobState.TIMED_OUT})
-TIMED_OUT = frozenset({JobState.TIMING_OUT, JobState.TIMED_OUT})
+PAST_TIMEOUT = frozenset({JobState.TIMING_OUT, JobState.TIMED_OUT})
 NO_HEARTBEAT = frozenset({JobState.ACKED, JobState.LEASE_LOST})  # nothing left to hold the lease for
 _STATE_LOCK = threading.Lock()  # one for every job: a move is a few instructions long
 

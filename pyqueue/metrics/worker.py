@@ -56,7 +56,7 @@ def outcome(job: JobRecord, error: BaseException | None) -> str:
     - ``shutdown``: an async handler cancelled by the worker's stop;
     - ``lease_lost``: the lease was gone (reaped or cancelled): nothing it did counts;
     - ``failed``: it raised (the job is retried, or dead when out of attempts);
-    - ``acknowledged``: it returned having settled the job itself
+    - ``acknowledged``: it returned having acknowledged the job itself
       (``job.complete()``, ``fail()``, ``release()`` or ``snooze()``);
     - ``completed``: it returned, and the worker completes the job.
     """

@@ -221,7 +221,7 @@ class ConsumerCore(Generic[J, S]):
 
     # --- heartbeats
     def beating(self, due: list[tuple[JobRecord, timedelta]]) -> Script[None]:
-        """Extend the leases of the ``due`` jobs (see ``pyqueue.worker.heartbeating``)."""
+        """Extend the leases of the ``due`` jobs (see ``pyqueue.worker.heartbeats``)."""
         return beating(self.book, due)
 
     # --- waiting

@@ -153,12 +153,16 @@ class RunningJobs:
         self.watchdog.finished(job)
 
     def expire(self, job: JobRecord, error: str) -> None:
-        """Fail a running job at once (its timeout passed)."""
+        """Fail a running job at once (its timeout passed). One whose lease was
+        lost gets no failure (the database would refuse it), but its handler
+        is given up on all the same."""
         if self.acks.expire_later(job, error):
             log_failed(job, error)
             self.send_acks()
-            if self.on_expire is not None:
-                self.on_expire(job)
+        elif not job.lease_lost:
+            return  # its handler acked it first
+        if self.on_expire is not None:
+            self.on_expire(job)
 
     def abandon(self) -> None:
         """The shutdown grace is over: fail the jobs still running, release the
