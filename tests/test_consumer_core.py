@@ -39,6 +39,7 @@ from pyqueue.worker.maintenance import PRUNE, Every, PruneTimer, pruning, reapin
 from pyqueue.worker.polling import Backoff, PollBackoff
 from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sleep, Sql, Step, T
 from pyqueue.worker.settings import WorkerSettings
+from pyqueue.worker.timeouts import RunningJobs
 from pyqueue.worker.worker_core import Rounds
 
 NOW = datetime.now(timezone.utc)
@@ -206,6 +207,39 @@ def test_leaving_with_job_queues_one_ack_and_calls_the_hook_once() -> None:
     assert batch.completes == [done] and [j for j, _ in batch.fails] == [failed, expired]
     assert "ValueError: the handler broke" in batch.fails[0][1]
     assert expired.timed_out and expired.acknowledged and not done.timed_out
+
+
+def test_a_timeout_fails_a_running_job_once_and_gives_up_on_a_lost_one() -> None:
+    acks = Acks(HeartbeatBook(), nothing)
+    sends: list[int] = []
+    given_up: list[JobRecord] = []
+    running = RunningJobs(acks, lambda: sends.append(1), stopped=lambda: False, grace=None)
+    running.on_expire = given_up.append
+    late, lost, done = record(1), record(2), record(3)
+    assert lost._on(Event.LOSE_LEASE) and acks.complete_later(done)
+    for job in (late, lost, done):
+        running.expire(job, "JobTimeout: job ran longer than 0:00:01")
+    assert given_up == [late, lost]  # the Worker replaces their threads; done's handler returned
+    assert sends == [1] and late.timed_out and not lost.timed_out
+    batch = acks.take()
+    assert batch.fails == [(late, "JobTimeout: job ran longer than 0:00:01")] and batch.completes == [done]
+    running.close()
+
+
+def test_the_shutdown_grace_fails_the_running_and_releases_the_unstarted() -> None:
+    book = HeartbeatBook()
+    acks = Acks(book, nothing)
+    running = RunningJobs(acks, nothing, stopped=lambda: True, grace=2.0)
+    started, waiting, finished = record(1), record(2, state=JobState.CLAIMED), record(3)
+    book.add([started, waiting, finished], time.monotonic())
+    running._running[started.id] = started  # what started() records, without the watchdog's thread
+    acks.complete_later(finished)
+    acks.take()
+    running.abandon()
+    batch = acks.take()
+    assert [j for j, _ in batch.fails] == [started] and batch.releases == [waiting] and not batch.completes
+    assert batch.fails[0][1].startswith("shutdown timeout: the job was still running 2 s")
+    running.close()
 
 
 # --- claims: lost, transient and fatal errors ------------------------------------------------
