@@ -1,4 +1,7 @@
-"""The claimed job: its row from ``jobq.claim()`` and how to acknowledge it."""
+"""The claimed job: its row from ``jobq.claim()``, how to acknowledge it, and
+its life in this process (:class:`JobState`, moved only by ``JobRecord._on``
+along :data:`TRANSITIONS`). A worker's jobs hand their acks to the worker:
+``pyqueue.worker.acknowledgement`` holds the rest of that way."""
 
 from __future__ import annotations
 
@@ -83,7 +86,9 @@ class JobRecord:
 
     @property
     def acknowledged(self) -> bool:
-        """True once this object completed, failed or released the job."""
+        """True once this object completed, failed or released the job (a
+        worker's job: once its ack is queued). A job whose lease a heartbeat
+        found lost gets no ack: the database would refuse it."""
         return self._state in ACKNOWLEDGED
 
     @property
