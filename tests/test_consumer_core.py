@@ -397,7 +397,7 @@ def test_both_backoffs_are_one_formula() -> None:
         polls.claimed(False)
         assert ceiling / 2 <= polls.delay() <= ceiling
     polls.notified()
-    assert polls.delay() == 1.0 and polls.empty == 0
+    assert polls.delay() == 1.0
 
 
 # --- heartbeats ------------------------------------------------------------------------------

@@ -75,12 +75,7 @@ class PollBackoff:
     def __init__(self, poll_interval: float, max_poll_interval: float | None) -> None:
         self.poll_interval = poll_interval
         self.max_poll_interval = max(poll_interval, max_poll_interval or poll_interval)
-        self._stretch = Backoff(2 * poll_interval, self.max_poll_interval)
-
-    @property
-    def empty(self) -> int:
-        """Claims in a row that found nothing."""
-        return self._stretch.failures
+        self._stretch = Backoff(2 * poll_interval, self.max_poll_interval)  # failures: empty claims in a row
 
     def delay(self) -> float:
         if self._stretch.failures == 0:
