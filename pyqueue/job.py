@@ -1,6 +1,6 @@
 """The claimed job: its row from ``jobq.claim()``, how to acknowledge it, and
-its life in this process (:class:`JobState`, moved only by ``JobRecord._on``
-along :data:`TRANSITIONS`). A worker's jobs hand their acks to the worker:
+its life in this process (:class:`JobState`, moved only by :func:`move`,
+under STATE_LOCK, along :data:`TRANSITIONS`). A worker's jobs hand their acks to the worker:
 ``pyqueue.worker.acknowledgement`` holds the rest of that way."""
 
 from __future__ import annotations
@@ -63,15 +63,15 @@ class JobRecord:
 
     def __post_init__(self) -> None:
         # Private state, not dataclass fields: left out of asdict(), ==, repr().
-        self._state = JobState.CLAIMED  # changed by _on() only
+        self._state = JobState.CLAIMED  # changed by move() only
         self._lease_seconds: float | None = None
         self._result: Jsonb | None = None  # jobq 0.6: the handler's result, encoded (None: none)
 
     def _on(self, event: Event) -> bool:
         """Move the job's state as ``event`` says (see :func:`_move`); False,
         changing nothing, when the event is refused in its state."""
-        with _STATE_LOCK:
-            return _move(self, event)
+        with STATE_LOCK:
+            return move(self, event)
 
     def _returned(self, value: object) -> None:
         """Keep a handler's return value as the job's result (None: no result).
@@ -111,8 +111,9 @@ class JobRecord:
 class JobState(Enum):
     """Where a leased job is in its life, as this process sees it. Three
     threads move it (the handler's, the heartbeat's and the timeout's), only
-    through :meth:`JobRecord._on`, so that of two of them racing (a handler
-    finishing as its timeout fires) exactly one wins."""
+    through :func:`move` under STATE_LOCK (``JobRecord._on``, or a worker's
+    ``Acks`` queueing an ack in the same step), so that of two of them
+    racing (a handler finishing as its timeout fires) exactly one wins."""
 
     CLAIMED = "claimed"  # leased to this process; no handler has it yet
     RUNNING = "running"  # a handler (or a loop body) has it
@@ -121,6 +122,8 @@ class JobState(Enum):
     LEASE_LOST = "lease lost"  # the database took the lease back (reaped, cancelled): no ack of ours counts
     ACK_QUEUED = "ack queued"  # completed, failed or released: waiting in its worker's batch
     ACKED = "acked"  # its ack reached the database
+
+    __hash__ = object.__hash__  # by identity, in C (Enum's own is Python code): looked up per job
 
 
 class Event(Enum):
@@ -133,6 +136,8 @@ class Event(Enum):
     EXPIRE = "past its timeout, it is failed at once"
     LOSE_LEASE = "a heartbeat found the lease gone"
     SENT = "an ack reached the database"
+
+    __hash__ = object.__hash__  # by identity, in C
 
 
 S, E = JobState, Event
@@ -155,17 +160,21 @@ TRANSITIONS: dict[tuple[JobState, Event], JobState] = {
     (S.ACK_QUEUED, E.SENT): S.ACKED,
 }
 del S, E
+_NEXT: dict[JobState, dict[Event, JobState]] = {  # TRANSITIONS by state, for _move
+    state: {event: new for (old, event), new in TRANSITIONS.items() if old is state} for state in JobState}
 ACKNOWLEDGED = frozenset({JobState.ACK_QUEUED, JobState.ACKED, JobState.TIMED_OUT})
 PAST_TIMEOUT = frozenset({JobState.TIMING_OUT, JobState.TIMED_OUT})
 NO_HEARTBEAT = frozenset({JobState.ACKED, JobState.LEASE_LOST})  # nothing left to hold the lease for
-_STATE_LOCK = threading.Lock()  # one for every job: a move is a few instructions long
+# One lock for every job's state (a move is a few instructions long); a
+# worker's pending acks share it, so that queueing an ack is one lock.
+STATE_LOCK = threading.Lock()
 
 
-def _move(job: JobRecord, event: Event) -> bool:
-    """The one place a job's state changes (the caller holds _STATE_LOCK):
+def move(job: JobRecord, event: Event) -> bool:
+    """The one place a job's state changes (the caller holds STATE_LOCK):
     to where TRANSITIONS takes it on ``event``; False, changing nothing,
     when the move is not allowed from the state the job is in."""
-    new = TRANSITIONS.get((job._state, event))
+    new = _NEXT[job._state].get(event)
     if new is None:
         return False
     job._state = new
@@ -174,9 +183,9 @@ def _move(job: JobRecord, event: Event) -> bool:
 
 def sent(jobs: Iterable[JobRecord]) -> None:
     """Their acks reached the database (a worker's batch): SENT for each, under the lock once."""
-    with _STATE_LOCK:
+    with STATE_LOCK:
         for job in jobs:
-            _move(job, Event.SENT)
+            move(job, Event.SENT)
 
 
 def handler_result(value: object) -> Jsonb | None:

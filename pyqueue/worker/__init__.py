@@ -33,7 +33,7 @@ and threads, or asyncio connections and tasks):
 - ``auth``: which database errors are not worth a retry.
 
 A leased job's life is one state, ``pyqueue.job.JobState``, moved only by
-``JobRecord._on`` under one lock: the handler's thread, the heartbeat and
+``pyqueue.job.move`` under one lock: the handler's thread, the heartbeat and
 the timeout timer race through it, never around it.
 """
 

@@ -12,8 +12,9 @@ The path, for the jobs of every worker (``Worker``, ``AsyncWorker``, both
    timeout (:meth:`Acks.expire_later`), a job released unstarted at a stop
    (:meth:`Acks.release_later`).
 2. Each moves the job's state (``pyqueue.job.JobState``, changed only by
-   ``JobRecord._on``) to ACK_QUEUED (TIMED_OUT for a timeout's failure) and
-   appends the ack to the pending :class:`AckBatch`. A move the job's state
+   ``pyqueue.job.move``) to ACK_QUEUED (TIMED_OUT for a timeout's failure)
+   and appends the ack to the pending :class:`AckBatch`, in one step under
+   the state lock (which guards the pending batch too). A move the job's state
    refuses adds nothing: of a handler finishing and its timeout firing at
    the same moment, exactly one ack is queued; a job whose lease was lost
    gets none (the database would refuse it).
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +55,7 @@ from pyqueue import _arrays as arrays
 from pyqueue import _queries as q
 from pyqueue.defaults import ACK_FLUSH_INTERVAL
 from pyqueue.errors import PayloadTooLarge, translate_errors
-from pyqueue.job import Event, JobRecord, log_failed, sent
+from pyqueue.job import STATE_LOCK, Event, JobRecord, log_failed, move, sent
 from pyqueue.worker.heartbeats import HeartbeatBook
 from pyqueue.worker.scripts import Reset, Script, Sql, lost_connection
 
@@ -107,49 +107,50 @@ class Acks(Generic[R]):
         self.held = held
         self.after_ack = after_ack
         self.interval = interval  # seconds the oldest ack may wait
-        self._lock = threading.Lock()  # the pending batch's; a job's state has its own
+        self._lock = STATE_LOCK  # the jobs' state lock guards the pending batch too
         self._batch = AckBatch()
         self._oldest: float | None = None  # monotonic: when the oldest pending ack was queued
 
     # --- queueing (any thread). Each returns False, adding nothing, when the
-    # job's state refuses the ack (acked already, or its lease lost).
+    # job's state refuses the ack (acked already, or its lease lost); the move
+    # and the append are one step under the state lock.
     def complete_later(self, job: JobRecord) -> bool:
-        if not job._on(Event.QUEUE_ACK):
-            return False
-        with self._lock:  # the batch is looked up under the lock: take() swaps it
+        with STATE_LOCK:  # the batch is looked up under the lock: take() swaps it
+            if not move(job, Event.QUEUE_ACK):
+                return False
             self._batch.completes.append(job)
-            self._started()
+            if self._oldest is None:
+                self._oldest = time.monotonic()
         return True
 
     def fail_later(self, job: JobRecord, error: str) -> bool:
-        if not job._on(Event.QUEUE_FAILURE):
-            return False
-        with self._lock:
+        with STATE_LOCK:
+            if not move(job, Event.QUEUE_FAILURE):
+                return False
             self._batch.fails.append((job, error))
-            self._started()
+            if self._oldest is None:
+                self._oldest = time.monotonic()
         return True
 
     def release_later(self, job: JobRecord) -> bool:
-        if not job._on(Event.QUEUE_ACK):
-            return False
-        with self._lock:
+        with STATE_LOCK:
+            if not move(job, Event.QUEUE_ACK):
+                return False
             self._batch.releases.append(job)
-            self._started()
+            if self._oldest is None:
+                self._oldest = time.monotonic()
         return True
 
     def expire_later(self, job: JobRecord, error: str) -> bool:
         """``fail_later`` for a job past its timeout: TIMED_OUT in the same
         move, before anyone can see it acked otherwise."""
-        if not job._on(Event.EXPIRE):
-            return False
-        with self._lock:
+        with STATE_LOCK:
+            if not move(job, Event.EXPIRE):
+                return False
             self._batch.fails.append((job, error))
-            self._started()
+            if self._oldest is None:
+                self._oldest = time.monotonic()
         return True
-
-    def _started(self) -> None:
-        if self._oldest is None:
-            self._oldest = time.monotonic()
 
     # --- the pending batch
     def take(self) -> AckBatch:
