@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any, ClassVar, Protocol, TypeVar
 from uuid import UUID
 
@@ -32,7 +33,7 @@ J = TypeVar("J", bound=JobClass)
 # lease_seconds the claim statement adds, are read apart).
 CLAIMED_FIELDS = frozenset(q.JOB_COLUMNS + q.JOB_COLUMNS_SINCE_0_2 + q.JOB_COLUMNS_SINCE_0_4)
 _FRESH: dict[type[Any], dict[str, Any]] = {}
-_IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, timedelta, datetime, UUID)
+_IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, timedelta, datetime, UUID, Enum)
 
 
 def fresh_state(cls: type[JobClass]) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def jobs_from(cls: type[J], claimed: Claimed, **private: Any) -> list[J]:
     database at an older jobq lacks some, a newer one may add others), the
     lease each was granted (``lease_seconds``), and the ``private``
     attributes given (where their connection comes from, their worker's
-    batch), by name without their underscore."""
+    acks), by name without their underscore."""
     names = [name for name in claimed.names if name in CLAIMED_FIELDS]
     columns = [claimed.column(name) for name in names]
     fresh = dict(fresh_state(cls), **{f"_{name}": value for name, value in private.items()})

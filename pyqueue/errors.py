@@ -36,6 +36,7 @@ __all__ = [
     "JobKeyConflict",
     "JobTimeout",
     "JobqError",
+    "MetricsError",
     "MissingLease",
     "NotReadCommitted",
     "PayloadTooLarge",
@@ -355,3 +356,9 @@ class WaitTimeout(TimeoutError):
         super().__init__(f"job {job_id} did not finish within {timeout:g} s (still {status})")
         self.job_id = job_id
         self.status = status
+
+
+class MetricsError(RuntimeError):
+    """A worker's metrics cannot be served (e.g. the port is taken): raised by
+    ``Worker.run()`` / ``AsyncWorker.run()`` made with ``metrics_port``. Not a
+    database error."""

@@ -1,12 +1,17 @@
-"""The claimed job: its row from ``jobq.claim()`` and how to acknowledge it."""
+"""The claimed job: its row from ``jobq.claim()``, how to acknowledge it, and
+its life in this process (:class:`JobState`, moved only by :func:`move`,
+under STATE_LOCK, along :data:`TRANSITIONS`). A worker's jobs hand their acks to the worker:
+``pyqueue.worker.acknowledgement`` holds the rest of that way."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import Enum
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
@@ -26,7 +31,7 @@ logger = logging.getLogger(__name__)
 ConnectionSource = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 AsyncConnectionSource = Callable[[], AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]]
 CM = TypeVar("CM")  # how a job gets its connection: a sync or an async context manager
-A = TypeVar("A", bound="Acknowledger")  # the worker's batch that acknowledges it
+A = TypeVar("A", bound="WorkerAcks")  # the worker's acks, if any (pyqueue.worker.acknowledgement)
 J = TypeVar("J", bound="LeasedJob[Any, Any]")
 
 
@@ -58,52 +63,129 @@ class JobRecord:
 
     def __post_init__(self) -> None:
         # Private state, not dataclass fields: left out of asdict(), ==, repr().
-        self._acknowledged = False  # completed, failed, released or snoozed through this object
-        self._settled = False  # ... and that acknowledgement reached the database
-        self._lease_lost = False
-        self._timed_out = False  # a worker failed it (or cancelled its handler) at its timeout
+        self._state = JobState.CLAIMED  # changed by move() only
         self._lease_seconds: float | None = None
         self._result: Jsonb | None = None  # jobq 0.6: the handler's result, encoded (None: none)
+
+    def _on(self, event: Event) -> bool:
+        """Move the job's state as ``event`` says (see :func:`_move`); False,
+        changing nothing, when the event is refused in its state."""
+        with STATE_LOCK:
+            return move(self, event)
 
     def _returned(self, value: object) -> None:
         """Keep a handler's return value as the job's result (None: no result).
         A value that is not JSON raises TypeError naming its type: inside
         ``with job:`` that fails the job with that error."""
-        if value is not None and not self._acknowledged:
+        if value is not None and not self.acknowledged:
             self._result = handler_result(value)
 
-    def _mark_acknowledged(self, *, sent: bool = True) -> None:
-        """Acknowledged; ``sent=False`` while it waits in a worker's batch."""
-        self._acknowledged = True
-        if sent:
-            self._settled = True
-
-    def _mark_lease_lost(self) -> None:
-        self._lease_lost = True
-
-    def _mark_timed_out(self) -> None:
-        self._timed_out = True
+    def _mark_acknowledged(self) -> None:
+        """Its ack reached the database (sent at once, e.g. ``complete_many``)."""
+        self._on(Event.SENT)
 
     @property
     def acknowledged(self) -> bool:
-        """True once this object completed, failed or released the job."""
-        return self._acknowledged
+        """True once this object completed, failed or released the job (a
+        worker's job: once its ack is queued). A job whose lease a heartbeat
+        found lost gets no ack: the database would refuse it."""
+        return self._state in ACKNOWLEDGED
 
     @property
     def lease_lost(self) -> bool:
         """True when a worker's heartbeat found the lease gone (reaped or cancelled)."""
-        return self._lease_lost
+        return self._state is JobState.LEASE_LOST
 
     @property
     def timed_out(self) -> bool:
         """True once a worker failed the job because it ran past its timeout."""
-        return self._timed_out
+        return self._state in PAST_TIMEOUT
 
     @property
     def lease_seconds(self) -> float | None:
         """Seconds the lease had left right after the claim (on the database
         clock): what the worker's heartbeats extend it by."""
         return self._lease_seconds
+
+
+class JobState(Enum):
+    """Where a leased job is in its life, as this process sees it. Three
+    threads move it (the handler's, the heartbeat's and the timeout's), only
+    through :func:`move` under STATE_LOCK (``JobRecord._on``, or a worker's
+    ``Acks`` queueing an ack in the same step), so that of two of them
+    racing (a handler finishing as its timeout fires) exactly one wins."""
+
+    CLAIMED = "claimed"  # leased to this process; no handler has it yet
+    RUNNING = "running"  # a handler (or a loop body) has it
+    TIMING_OUT = "timing out"  # past its timeout: its async handler is being cancelled; its failure follows
+    TIMED_OUT = "timed out"  # failed for its timeout (queued or sent): what its handler does later is moot
+    LEASE_LOST = "lease lost"  # the database took the lease back (reaped, cancelled): no ack of ours counts
+    ACK_QUEUED = "ack queued"  # completed, failed or released: waiting in its worker's batch
+    ACKED = "acked"  # its ack reached the database
+
+    __hash__ = object.__hash__  # by identity, in C (Enum's own is Python code): looked up per job
+
+
+class Event(Enum):
+    """What happens to a job (see :data:`TRANSITIONS`)."""
+
+    START = "a handler starts"
+    QUEUE_ACK = "a completion or release is queued"
+    QUEUE_FAILURE = "a failure is queued"
+    TIME_OUT = "past its timeout, its async handler is cancelled"
+    EXPIRE = "past its timeout, it is failed at once"
+    LOSE_LEASE = "a heartbeat found the lease gone"
+    SENT = "an ack reached the database"
+
+    __hash__ = object.__hash__  # by identity, in C
+
+
+S, E = JobState, Event
+# Every move a job's state may make; any other is refused. A state without
+# a way out is the end of the job for this process (TIMED_OUT and its
+# failure reaching the database change nothing: the batch stops its heartbeats).
+TRANSITIONS: dict[tuple[JobState, Event], JobState] = {
+    (S.CLAIMED, E.START): S.RUNNING,
+    (S.CLAIMED, E.QUEUE_ACK): S.ACK_QUEUED,  # released unstarted (a stop)
+    (S.CLAIMED, E.QUEUE_FAILURE): S.ACK_QUEUED,  # a payload Python cannot decode
+    (S.CLAIMED, E.LOSE_LEASE): S.LEASE_LOST,
+    (S.CLAIMED, E.SENT): S.ACKED,  # job.complete() of a job from pyqueue.claim()
+    (S.RUNNING, E.QUEUE_ACK): S.ACK_QUEUED,
+    (S.RUNNING, E.QUEUE_FAILURE): S.ACK_QUEUED,
+    (S.RUNNING, E.TIME_OUT): S.TIMING_OUT,
+    (S.RUNNING, E.EXPIRE): S.TIMED_OUT,
+    (S.RUNNING, E.LOSE_LEASE): S.LEASE_LOST,
+    (S.RUNNING, E.SENT): S.ACKED,
+    (S.TIMING_OUT, E.QUEUE_FAILURE): S.TIMED_OUT,  # the cancelled handler's JobTimeout
+    (S.ACK_QUEUED, E.SENT): S.ACKED,
+}
+del S, E
+_NEXT: dict[JobState, dict[Event, JobState]] = {  # TRANSITIONS by state, for _move
+    state: {event: new for (old, event), new in TRANSITIONS.items() if old is state} for state in JobState}
+ACKNOWLEDGED = frozenset({JobState.ACK_QUEUED, JobState.ACKED, JobState.TIMED_OUT})
+PAST_TIMEOUT = frozenset({JobState.TIMING_OUT, JobState.TIMED_OUT})
+NO_HEARTBEAT = frozenset({JobState.ACKED, JobState.LEASE_LOST})  # nothing left to hold the lease for
+# One lock for every job's state (a move is a few instructions long); a
+# worker's pending acks share it, so that queueing an ack is one lock.
+STATE_LOCK = threading.Lock()
+
+
+def move(job: JobRecord, event: Event) -> bool:
+    """The one place a job's state changes (the caller holds STATE_LOCK):
+    to where TRANSITIONS takes it on ``event``; False, changing nothing,
+    when the move is not allowed from the state the job is in."""
+    new = _NEXT[job._state].get(event)
+    if new is None:
+        return False
+    job._state = new
+    return True
+
+
+def sent(jobs: Iterable[JobRecord]) -> None:
+    """Their acks reached the database (a worker's batch): SENT for each, under the lock once."""
+    with STATE_LOCK:
+        for job in jobs:
+            move(job, Event.SENT)
 
 
 def handler_result(value: object) -> Jsonb | None:
@@ -165,51 +247,45 @@ class AsyncTxJob(TakenJob):
     conn: psycopg.AsyncConnection[Any] = field(compare=False, repr=False, kw_only=True)
 
 
-class Acknowledger(Protocol):
-    """Who batches the acknowledgements of a worker's jobs (private)."""
+class WorkerAcks(Protocol):
+    """A worker's acks as its jobs see them (``pyqueue.worker.acknowledgement.Acks``):
+    ``with job:`` queues the job's ack there, then calls ``after_ack`` (the
+    plain iterator sends it at once). Each ``*_later`` returns False, adding
+    nothing, when the job was acked already (by its timeout)."""
 
-    def complete_later(self, job: JobRecord) -> None: ...
+    def complete_later(self, job: JobRecord) -> bool: ...
 
-    def fail_later(self, job: JobRecord, error: str) -> None: ...
+    def fail_later(self, job: JobRecord, error: str) -> bool: ...
 
-
-class AsyncAcknowledger(Acknowledger, Protocol):
-    """An asyncio worker's batch; ``after_ack`` may send it at once."""
-
-    async def after_ack(self) -> None: ...
+    @property
+    def after_ack(self) -> Callable[[], object]: ...
 
 
-@dataclass(frozen=True)
-class Owed:
-    """What leaving ``with job:`` owes an unacknowledged job: its completion,
-    or its failure with the traceback text."""
+class AsyncWorkerAcks(WorkerAcks, Protocol):
+    """An asyncio worker's acks: ``after_ack`` is awaited."""
 
-    job: JobRecord
-    error: str | None  # None: the job completes
-
-    def statement(self) -> Statement[bool]:
-        if self.error is None:
-            return s.complete(self.job.id, self.job.lease_token, self.job._result)
-        return s.fail(self.job.id, self.job.lease_token, self.error)
+    @property
+    def after_ack(self) -> Callable[[], Awaitable[object]]: ...
 
 
 @dataclass
 class LeasedJob(JobRecord, Generic[CM, A]):
     """What a claimed job holds, sync or async (private): where its
     connection comes from (``CM``: a context manager giving it) and the
-    worker's batch that acknowledges it (``A``), if any."""
+    worker's acks (``A``), if any: none for jobs of :func:`pyqueue.claim`,
+    which send their ack at once."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._connect: Callable[[], CM] | None = None
-        self._acker: A | None = None
+        self._acks: A | None = None
 
     @classmethod
-    def _from_claim(cls: type[J], claimed: Claimed, connect: Callable[[], Any], acker: Any = None) -> list[J]:
+    def _from_claim(cls: type[J], claimed: Claimed, connect: Callable[[], Any], acks: Any = None) -> list[J]:
         """The jobs of a claim's rows (``pyqueue._db.claimed_rows``), bound to
-        where their connection comes from and the worker's batch that
-        acknowledges them (see ``pyqueue._claimed``)."""
-        return jobs_from(cls, claimed, connect=connect, acker=acker)
+        where their connection comes from and their worker's acks (see
+        ``pyqueue._claimed``)."""
+        return jobs_from(cls, claimed, connect=connect, acks=acks)
 
     def _connection(self) -> CM:
         if self._connect is None:
@@ -217,38 +293,35 @@ class LeasedJob(JobRecord, Generic[CM, A]):
         return self._connect()
 
     def _acknowledged_by(self, done: bool) -> bool:
-        self._mark_acknowledged()
+        """A direct ack (``job.complete()``…) came back: ``done`` as the database said."""
+        self._on(Event.SENT)
         return done
 
     def _still_held(self, alive: bool) -> bool:
         if not alive:
-            self._lease_lost = True
+            self._on(Event.LOSE_LEASE)
         return alive
 
-    def _owed(self, exc: BaseException | None) -> Owed | None:
-        """What leaving ``with job:`` still owes (None: it was acknowledged)."""
-        if self._acknowledged:
-            return None
-        return Owed(self, None if exc is None else q.format_error(exc))
-
-    def _handed_over(self, exc: BaseException | None) -> bool:
-        """Leaving ``with job:`` of a worker's job: what it still owes goes to
-        the worker's batch (the common path: no object made). False when the
-        job has no worker and owes something (it is sent at once then)."""
-        if self._acknowledged:
-            return True
-        acker = self._acker
-        if acker is None:
-            return False
+    def _queued(self, acks: WorkerAcks, exc: BaseException | None) -> bool:
+        """Leaving ``with job:`` of a worker's job: queue its completion, or its
+        failure with the traceback, in the worker's acks; False when it was
+        acked already (nothing queued)."""
         if exc is None:
-            acker.complete_later(self)
-        else:
-            acker.fail_later(self, q.format_error(exc))
-        return True
+            return acks.complete_later(self)
+        return not self.acknowledged and acks.fail_later(self, q.format_error(exc))
+
+    def _ack_statement(self, exc: BaseException | None) -> Statement[bool] | None:
+        """Leaving ``with job:`` of a job without a worker: the statement that
+        completes it (or fails it with the traceback); None when it was acked."""
+        if self.acknowledged:
+            return None
+        if exc is None:
+            return s.complete(self.id, self.lease_token, self._result)
+        return s.fail(self.id, self.lease_token, q.format_error(exc))
 
 
 @dataclass
-class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], Acknowledger]):
+class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], WorkerAcks]):
     """A job claimed on a sync connection.
 
     ``complete()``, ``fail()``, ``heartbeat()``, ``release()`` and ``snooze()`` run at once
@@ -303,8 +376,11 @@ class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], Acknowledge
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if not self._handed_over(exc) and (owed := self._owed(exc)) is not None:
-            self._acknowledged_by(self._send(owed.statement()))
+        if (acks := self._acks) is not None:
+            if self._queued(acks, exc):
+                acks.after_ack()
+        elif (statement := self._ack_statement(exc)) is not None:
+            self._acknowledged_by(self._send(statement))
         return exc is not None and _swallowed(self, exc)
 
 
@@ -340,7 +416,7 @@ def log_failed(job: JobRecord | Any, error: str, exc: BaseException | None = Non
 
 
 @dataclass
-class AsyncJob(LeasedJob[AbstractAsyncContextManager[psycopg.AsyncConnection[Any]], AsyncAcknowledger]):
+class AsyncJob(LeasedJob[AbstractAsyncContextManager[psycopg.AsyncConnection[Any]], AsyncWorkerAcks]):
     """A job claimed on an asyncio connection: the twin of :class:`Job`, with
     awaitable ``complete()``, ``fail()``, ``heartbeat()`` and ``release()``,
     and ``async with job:`` as the unit of work (same rules as ``with job:``).
@@ -382,10 +458,9 @@ class AsyncJob(LeasedJob[AbstractAsyncContextManager[psycopg.AsyncConnection[Any
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        if self._acker is not None:
-            if not self._acknowledged:
-                self._handed_over(exc)
-                await self._acker.after_ack()
-        elif (owed := self._owed(exc)) is not None:
-            self._acknowledged_by(await self._send(owed.statement()))
+        if (acks := self._acks) is not None:
+            if self._queued(acks, exc):
+                await acks.after_ack()
+        elif (statement := self._ack_statement(exc)) is not None:
+            self._acknowledged_by(await self._send(statement))
         return exc is not None and _swallowed(self, exc)

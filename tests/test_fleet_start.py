@@ -5,8 +5,8 @@ time with a backlog waiting); a worker that never reaps stays so."""
 
 from __future__ import annotations
 
-from pyqueue.worker.bookkeeping import Every
 from pyqueue.worker.connections import DedicatedConnection
+from pyqueue.worker.maintenance import Every
 from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.sync_consumer import Consumer
 from pyqueue.worker.wakeup import Wakeup

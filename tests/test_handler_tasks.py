@@ -17,36 +17,45 @@ from typing import Any
 import pytest
 
 from pyqueue.job import AsyncJob, JobRecord
+from pyqueue.worker.acknowledgement import Acks
 from pyqueue.worker.handler_tasks import HandlerTasks, InTaskSupervisor
+from pyqueue.worker.heartbeats import HeartbeatBook
 
 NOW = datetime.now(timezone.utc)
 Handler = Callable[[AsyncJob], Awaitable[object]]
 
 
-class Batch:
-    """What a worker's batch is told: the completions and failures."""
+async def nothing() -> None:
+    pass
+
+
+class Batch(Acks[Awaitable[None]]):
+    """A worker's acks (the real ones, never sent), and what they were told:
+    the completions and failures queued."""
 
     def __init__(self) -> None:
+        super().__init__(HeartbeatBook(), nothing)
         self.completed: list[int] = []
         self.failed: dict[int, str] = {}
 
-    def complete_later(self, job: JobRecord) -> None:
-        job._mark_acknowledged(sent=False)
-        self.completed.append(job.id)
+    def complete_later(self, job: JobRecord) -> bool:
+        queued = super().complete_later(job)
+        if queued:
+            self.completed.append(job.id)
+        return queued
 
-    def fail_later(self, job: JobRecord, error: str) -> None:
-        job._mark_acknowledged(sent=False)
-        self.failed[job.id] = error
-
-    async def after_ack(self) -> None:
-        pass
+    def fail_later(self, job: JobRecord, error: str) -> bool:
+        queued = super().fail_later(job, error)
+        if queued:
+            self.failed[job.id] = error
+        return queued
 
 
 def job(job_id: int, batch: Batch, timeout: float | None = None) -> AsyncJob:
     made = AsyncJob(id=job_id, queue="q", payload={}, priority=0, attempts=1, max_attempts=3, run_at=NOW,
                     created_at=NOW, lease_token=uuid.uuid4(), lease_expires_at=NOW, worker="w", job_key=None,
                     last_error=None, timeout=None if timeout is None else timedelta(seconds=timeout))
-    made._acker = batch
+    made._acks = batch
     return made
 
 

@@ -7,8 +7,11 @@ for one role: ``worker/`` (the consumer loop and the Worker), ``cli/`` (the
 These tests read the tree, so a new package is held to the same rules:
 
 - every folder of modules is a package whose ``__init__`` says what it holds;
-- no module is over ``MAX_LINES`` lines (not counting the client calls
-  that ``tools/client_calls.py`` writes from their statement builders);
+- a module holds one idea, whatever its length (the whole acknowledgement
+  path in one module beats five 40-line ones); ``MAX_LINES`` only catches
+  a module that has grown past any one idea (the client calls that
+  ``tools/client_calls.py`` writes from their statement builders are not
+  counted);
 - no pyqueue module imports itself back through others (no import circle,
   whether the import is at module level, for type checking or in a function);
 - the core imports no role package (except the entry points that re-export
@@ -43,7 +46,7 @@ from tools import client_calls
 
 Connection = psycopg.Connection[tuple[object, ...]]
 PACKAGE = ROOT / "pyqueue"
-MAX_LINES = 400  # the most lines a pyqueue module may have
+MAX_LINES = 600  # a ceiling for one idea, not a size to split at: split along a real seam, never by count
 ROLE_PACKAGES = ("worker", "cli", "bench", "dashboard")  # at least these
 # The core modules that may import a role package: the public entry points
 # re-export the worker (pyqueue.Worker, pyqueue.aio.AsyncWorker) or run the CLI.
@@ -94,7 +97,7 @@ def hand_written_lines(path: Path) -> int:
 def test_no_module_is_over_the_size_limit() -> None:
     sizes = {path: hand_written_lines(path) for path in modules()}
     over = sorted((lines, str(path.relative_to(ROOT))) for path, lines in sizes.items() if lines > MAX_LINES)
-    assert not over, (f"modules over {MAX_LINES} lines (split them along a real seam):\n"
+    assert not over, (f"modules over {MAX_LINES} lines (more than one idea? split them along a real seam):\n"
                       + "\n".join(f"  {name}: {lines} lines" for lines, name in reversed(over)))
 
 
@@ -388,9 +391,7 @@ def test_no_pyqueue_modules_import_one_another() -> None:
     """No import circle: a module imported (even lazily, even for types) by a
     module it imports cannot be read, tested or moved on its own."""
     circles = import_circles(pyqueue_import_graph())
-    # removed on branch i30-ack (its lazy import of pyqueue.metrics.worker)
-    assert circles == {frozenset({"pyqueue.metrics.worker", "pyqueue.worker.observer"})}, sorted(
-        map(sorted, circles))
+    assert not circles, sorted(map(sorted, circles))
 
 
 def test_the_circle_check_finds_circles() -> None:

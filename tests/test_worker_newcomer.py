@@ -575,7 +575,7 @@ def test_an_older_jobq_without_run_schedules_is_worked_quietly(
 @pytest.fixture
 def prune_soon(monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers prune every 0.3 s instead of every 5 minutes."""
-    monkeypatch.setattr("pyqueue.worker.prune.PRUNE_INTERVAL", 0.3)
+    monkeypatch.setattr("pyqueue.worker.maintenance.PRUNE_INTERVAL", 0.3)
 
 
 def dead_past_retention(conn: Conn, queue: str) -> int:

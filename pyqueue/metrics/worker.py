@@ -1,6 +1,6 @@
 """A worker's own metrics, served with jobq's over HTTP.
 
-:class:`WorkerMetrics` is the observer (``pyqueue.worker.observer``) of a
+:class:`WorkerMetrics` is the observer (``pyqueue.worker.observer.Observer``) of a
 ``Worker`` or ``AsyncWorker`` made with ``metrics_port``. Around each
 handler of a leased job it records:
 
@@ -33,10 +33,10 @@ from typing import Any, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 
+from pyqueue.errors import MetricsError
 from pyqueue.job import JobRecord
 from pyqueue.metrics.clock import DatabaseClock
 from pyqueue.metrics.database import DatabaseCollector
-from pyqueue.worker.observer import MetricsError, Observer
 
 logger = logging.getLogger("pyqueue.metrics")
 
@@ -56,7 +56,7 @@ def outcome(job: JobRecord, error: BaseException | None) -> str:
     - ``shutdown``: an async handler cancelled by the worker's stop;
     - ``lease_lost``: the lease was gone (reaped or cancelled): nothing it did counts;
     - ``failed``: it raised (the job is retried, or dead when out of attempts);
-    - ``acknowledged``: it returned having settled the job itself
+    - ``acknowledged``: it returned having acknowledged the job itself
       (``job.complete()``, ``fail()``, ``release()`` or ``snooze()``);
     - ``completed``: it returned, and the worker completes the job.
     """
@@ -108,7 +108,7 @@ class _Run:
         self.series.ended(outcome(self.job, error), seconds)
 
 
-class WorkerMetrics(Observer):
+class WorkerMetrics:
     """The metrics of one worker, served on ``host:port`` while it runs
     (port 0: a free one, logged and kept in ``bound_port``)."""
 

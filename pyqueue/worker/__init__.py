@@ -13,21 +13,28 @@ the ``sync_*`` and ``aio_*`` drivers only do the I/O (psycopg connections
 and threads, or asyncio connections and tasks):
 
 - ``consumer``: the session with jobq every worker drives (claim, wait for
-  work, acknowledge in batches, heartbeat, reap, prune, run the periodic
-  jobs, back off), as scripts that yield the I/O they need (``scripts``);
-  driven by ``sync_consumer`` and ``aio_consumer``;
+  work, back off), as scripts that yield the I/O they need (``scripts``);
+  driven by ``sync_consumer`` and ``aio_consumer``. Its parts:
+  ``acknowledgement`` (the whole way of a job's ack, from ``with job:`` to
+  ``jobq.complete_many``), ``heartbeats`` (which leases to extend, and the
+  statement that does), ``maintenance`` (periodic jobs, prune and reap
+  without pg_cron), ``polling`` (how long to wait: poll and reconnection
+  backoff, the NOTIFY throttle);
 - ``listen_core``: the options of ``listen()`` and a job iterator's
   bookkeeping; ``sync_listen`` / ``aio_listen`` hold :func:`listen`;
 - ``worker_core``: the settings, handlers and loop decisions of a worker;
   ``sync_worker`` / ``aio_worker`` hold :class:`Worker` and ``AsyncWorker``;
-- ``settings`` (the checks of every setting), ``bookkeeping`` (pending
-  acknowledgements, the heartbeat schedule, backoff, periodic timers),
-  ``connections``, ``wakeup`` (how a sync loop waits and stops);
+- ``settings`` (the checks of every setting), ``connections``, ``wakeup``
+  (how a sync loop waits and stops);
 - ``in_transaction``: batches worked inside the transaction that takes them;
-- ``handler_threads``, ``timeouts``: a sync Worker's threads, execution
-  timeouts and the shutdown grace;
-- ``schedules``, ``prune``: periodic jobs and pruning without pg_cron;
+- ``handler_threads``, ``handler_tasks``, ``timeouts``: a Worker's threads
+  (an AsyncWorker's tasks), execution timeouts and the shutdown grace;
+- ``observer``: the hook metrics plug into;
 - ``auth``: which database errors are not worth a retry.
+
+A leased job's life is one state, ``pyqueue.job.JobState``, moved only by
+``pyqueue.job.move`` under one lock: the handler's thread, the heartbeat and
+the timeout timer race through it, never around it.
 """
 
 from __future__ import annotations

@@ -106,13 +106,15 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
     """A worker's asyncio session with jobq (see ``pyqueue.worker.consumer``).
 
     ``poke()`` wakes a ``wait()`` (a handler task finished); ``stop`` ends it.
+    ``ack_at_once`` (the plain iterator): leaving ``async with job:`` sends
+    the job's ack at once.
     """
 
     def __init__(self, settings: WorkerSettings, *, stop: asyncio.Event, work: AsyncDedicatedConnection,
                  heartbeat: AsyncDedicatedConnection, claim_queues: Sequence[str] | None = None,
                  ack_at_once: bool = False) -> None:
         super().__init__(settings, self._jobs, work=work, heartbeat=heartbeat,
-                         claim_queues=claim_queues, ack_at_once=ack_at_once)
+                         after_ack=self.send_acks if ack_at_once else _nothing, claim_queues=claim_queues)
         self.stop = stop
         self._listen: AsyncConnection | None = None
         self.heartbeats = Heartbeater(self)
@@ -121,7 +123,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         self._expiring: set[asyncio.Task[bool]] = set()
 
     def _jobs(self, claimed: Claimed) -> list[AsyncJob]:
-        return AsyncJob._from_claim(claimed, self.work.connection, self)
+        return AsyncJob._from_claim(claimed, self.work.connection, self.acks)
 
     # --- the I/O of the scripts
     async def run(self, script: Script[T]) -> T:
@@ -183,12 +185,6 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
             self.heartbeats.kick()
         return due
 
-    async def after_ack(self) -> None:
-        """Called by ``async with job:`` after it acknowledged the job: the plain
-        iterator sends the acknowledgement at once."""
-        if self.ack_at_once:
-            await self.flush()
-
     def watch(self, job: JobRecord) -> None:
         """The plain iterator handed ``job`` out: fail it when its timeout
         passes while it is still in the caller's hands (jobq 0.4)."""
@@ -204,7 +200,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         self._timers.pop(job.id, None)
         if self.acks.expire_later(job, error):
             log_failed(job, error)
-            task = asyncio.create_task(self.flush())
+            task = asyncio.create_task(self.send_acks())
             self._expiring.add(task)
             task.add_done_callback(self._expiring.discard)
 
@@ -225,15 +221,17 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
     async def claim(self, n: int) -> list[AsyncJob] | None:
         return await self.run(self.claiming(n))
 
-    async def maybe_reap(self) -> None:
+    async def maintain_when_due(self) -> None:
+        """Run the periodic jobs, prune and reap, each when due (``ConsumerCore.maintaining``)."""
         await self.run(self.maintaining())
 
-    async def flush(self) -> bool:
-        return await self.run(self.flushing())
+    async def send_acks(self) -> bool:
+        """Send the pending acks (``Acks.sending``); False when the database was unreachable."""
+        return await self.run(self.acks.sending())
 
-    async def flush_if_due(self) -> None:
-        if self.flush_due():
-            await self.flush()
+    async def send_acks_if_due(self) -> None:
+        if self.acks.due():
+            await self.send_acks()
 
     async def _notified(self, listen: AsyncConnection) -> None:
         """Return when one of our queues is notified, or the connection broke."""
@@ -276,13 +274,17 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         if self._expiring:
             await asyncio.gather(*self._expiring, return_exceptions=True)
         try:
-            await self.run(self.closing())
+            await self.run(self.acks.closing())
         finally:
             await self.heartbeats.close()
             await self._reset(Reset("listen"))
             await self.work.close()
             if self._heartbeat_source is not self.work:
                 await self._heartbeat_source.close()
+
+
+async def _nothing() -> None:
+    """A worker's ``after_ack``: its loop sends the acks in batches."""
 
 
 def new_connection(settings: WorkerSettings, application_name: str = WORKER_APPLICATION_NAME

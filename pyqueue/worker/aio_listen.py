@@ -84,23 +84,22 @@ async def _generate(consumer: Consumer, stop: asyncio.Event, batch_size: int,
         out: HandOut[AsyncJob] = HandOut(consumer.watch, consumer.unwatch)
         try:
             while not stop.is_set():
-                await consumer.maybe_reap()
+                await consumer.maintain_when_due()
                 jobs = await consumer.claim(batch_size)
                 if jobs is None:
                     continue
                 out.held.extend(jobs)
                 while not stop.is_set() and (job := out.next()) is not None:
                     yield job
-                    if out.returned(job):
-                        consumer.complete_later(job)
-                        await consumer.after_ack()
-                    await consumer.flush_if_due()
-                await consumer.flush()
+                    if out.returned(job) and consumer.acks.complete_later(job):
+                        await consumer.acks.after_ack()
+                    await consumer.send_acks_if_due()
+                await consumer.send_acks()
                 if len(jobs) < batch_size and not stop.is_set():
                     await consumer.wait(refresh=not jobs)
         finally:
             for job in out.left():
-                consumer.release_later(job)
+                consumer.acks.release_later(job)
             await consumer.close()
 
 
@@ -108,7 +107,7 @@ async def _run_handler(jobs: AsyncJobIterator, handler: AsyncHandler) -> None:
     async with jobs:
         async for job in jobs:
             await run_supervised(job, handler, stop=jobs._stop, grace=jobs.settings.shutdown_timeout,
-                                 acker=jobs._consumer)
+                                 acks=jobs._consumer.acks)
 
 
 async def _run_in_transaction(settings: WorkerSettings, handler: AsyncTxHandler, *, batch_size: int,
@@ -120,7 +119,7 @@ async def _run_in_transaction(settings: WorkerSettings, handler: AsyncTxHandler,
         consumer = make_consumer(settings, stop)
         try:
             while not stop.is_set():
-                await consumer.maybe_reap()
+                await consumer.maintain_when_due()
                 await consumer.looked()
                 taken = [0]
                 try:

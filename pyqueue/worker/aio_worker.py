@@ -75,7 +75,7 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
         tasks: set[asyncio.Task[None]] = set()
         with self._observer.serving(), stop_on_signals(handle_signals, self._stop):
             consumer = make_consumer(settings, self._stop, claim_queues=list(self._handlers))
-            supervisor = InTaskSupervisor(consumer, self.shutdown_timeout)
+            supervisor = InTaskSupervisor(consumer.acks, self.shutdown_timeout)
             runners = HandlerTasks(self.concurrency if self._handlers else 0,
                                    partial(self._execute, consumer, slots, supervisor), "pyqueue-handler")
             try:
@@ -103,7 +103,7 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
 
         while not self._stop.is_set():
             consumer.unpoke()
-            await consumer.maybe_reap()
+            await consumer.maintain_when_due()
             if rounds.claim_now(self._held):
                 jobs = await consumer.claim(rounds.batch)
                 if jobs is None:
@@ -116,8 +116,8 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
                 await consumer.looked()
                 for queue in start:
                     spawn(self._run_batches(settings, consumer, slots, queue))
-            if rounds.flush_now(consumer.acks, self._held):
-                await consumer.flush()
+            if rounds.send_acks_now(consumer.acks, self._held):
+                await consumer.send_acks()
             if rounds.claim_now(self._held) or self._batch_startable():
                 continue
             if await consumer.wait(refresh=self._refresh(rounds), respond=rounds.respond(self._held)):
@@ -128,12 +128,10 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
         """A leased job, in a handler task: its handler, supervised."""
         try:
             async with slots:
-                if job.lease_lost:
-                    return
                 if self._stop.is_set():
-                    consumer.release_later(job)
+                    consumer.acks.release_later(job)
                     return
-                await supervisor.run(job, self._handlers[job.queue])
+                await supervisor.run(job, self._handlers[job.queue])  # not if its lease was lost
         finally:
             self._held -= 1
             if self._held in (self.concurrency, 0):

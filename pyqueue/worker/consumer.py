@@ -6,18 +6,18 @@ leases to extend, when to reap, prune and run the periodic jobs, how long to
 wait for work, how to back off when the database goes away. Each of those
 is a *script*: a generator that yields the I/O it needs as small values
 (:class:`Sql`, :class:`Reset`, :class:`Listen`, :class:`Sleep`) and gets
-the result (or the exception) back; the scripts of
-heartbeats and maintenance live beside it (``heartbeating``,
+the result (or the exception) back; the scripts of acks, heartbeats and
+maintenance live beside it (``acknowledgement``, ``heartbeats``,
 ``maintenance``). ``sync_consumer`` runs the scripts on psycopg connections
 and threads, ``aio_consumer`` on asyncio connections and tasks; those
-drivers hold nothing but the I/O.
+drivers hold nothing but the I/O. ``tests/test_consumer_core.py`` runs them
+against a table of answers, without a database.
 
 A claim opens (or reopens) the LISTEN connection first and then claims, so
 after any reconnection the worker catches up at once instead of trusting
 that a notification will come. When the database is unreachable it backs
 off (exponentially, interruptibly) and the claim returns None. Finished jobs
-are acknowledged in batches (complete_many with their results, see
-``completing``, and one statement each for failures and releases).
+are acknowledged in batches: see ``acknowledgement``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psycopg
 
@@ -36,14 +36,11 @@ from pyqueue._db import Claimed, undecodable
 from pyqueue.defaults import FOLLOWER_DELAY
 from pyqueue.errors import translate_errors
 from pyqueue.job import JobRecord
+from pyqueue.worker.acknowledgement import Acks
 from pyqueue.worker.auth import raise_if_fatal
-from pyqueue.worker.bookkeeping import AckBatch, Acks, Backoff, Every, HeartbeatBook, chunks
-from pyqueue.worker.completing import completing
-from pyqueue.worker.heartbeating import beating
-from pyqueue.worker.maintenance import maintaining
-from pyqueue.worker.polling import NotifyThrottle, PollBackoff
-from pyqueue.worker.prune import PruneTimer
-from pyqueue.worker.schedules import ScheduleTimer
+from pyqueue.worker.heartbeats import HeartbeatBook, beating
+from pyqueue.worker.maintenance import Every, PruneTimer, ScheduleTimer, pruning, reaping, running_schedules
+from pyqueue.worker.polling import Backoff, NotifyThrottle, PollBackoff
 from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
 from pyqueue.worker.settings import WorkerSettings
 
@@ -60,11 +57,13 @@ class ConsumerCore(Generic[J, S]):
 
     ``make_jobs`` turns a claim's rows into the driver's jobs (``Job`` objects
     bound to sync connections, ``AsyncJob`` objects to async ones). ``work`` carries
-    the claims and acknowledgements, ``heartbeat`` the heartbeats.
+    the claims and acks, ``heartbeat`` the heartbeats. ``after_ack`` is
+    what ``with job:`` calls once it queued the job's ack (``Acks.after_ack``).
     """
 
     def __init__(self, settings: WorkerSettings, make_jobs: Callable[[Claimed], list[J]], *, work: S,
-                 heartbeat: S, claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
+                 heartbeat: S, after_ack: Callable[[], Any],
+                 claim_queues: Sequence[str] | None = None) -> None:
         self.settings = settings
         self.work = work
         self._heartbeat_source = heartbeat
@@ -76,12 +75,11 @@ class ConsumerCore(Generic[J, S]):
         self.use_listen = settings.use_listen
         self._make_jobs = make_jobs
         self.book = HeartbeatBook()  # every claimed job not yet acknowledged in the database
-        self.acks = Acks()
+        self.acks: Acks[Any] = Acks(self.book, after_ack)
         self._backoff = Backoff()
         self._reaps = Every.spread(settings.reap_interval)  # workers started together reap apart
         self.schedules = ScheduleTimer(settings.run_schedules)
         self.prunes = PruneTimer(settings.reap_interval)
-        self.ack_at_once = ack_at_once  # send each completion or failure at once (the plain iterator)
         self.listening = False  # the LISTEN connection is open
         self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
         self._responder = False  # holds its queues' first-responder lock (see waited)
@@ -207,7 +205,7 @@ class ConsumerCore(Generic[J, S]):
         if (problem := undecodable(job.payload)) is None:
             return False
         logger.error("job %d of queue %r: %s", job.id, job.queue, problem)
-        self.fail_later(job, problem)
+        self.acks.fail_later(job, problem)
         return True
 
     def held(self, jobs: Sequence[J], claimed_at: float) -> float:
@@ -215,92 +213,15 @@ class ConsumerCore(Generic[J, S]):
         also wake their heartbeater)."""
         return self.book.add(jobs, claimed_at)
 
-    # Acknowledger: what `with job:` calls for jobs of this consumer. Each
-    # adds nothing when the job was acknowledged already (by a timeout).
-    def complete_later(self, job: JobRecord) -> None:
-        if self.acks.complete_later(job) and self.ack_at_once:
-            self.send_now()
-
-    def fail_later(self, job: JobRecord, error: str) -> None:
-        if self.acks.fail_later(job, error) and self.ack_at_once:
-            self.send_now()
-
-    def release_later(self, job: JobRecord) -> None:
-        self.acks.release_later(job)
-
-    def send_now(self) -> None:
-        """The plain iterator acknowledges at once: the sync driver flushes here,
-        the async one after ``async with job:`` (``after_ack``)."""
-
     def maintaining(self) -> Script[None]:
-        """Reap, prune and run the periodic jobs when due (see ``pyqueue.worker.maintenance``)."""
-        return maintaining(self._reaps, self.schedules, self.prunes)
-
-    def flushing(self) -> Script[bool]:
-        """Send the pending acknowledgements; False if the database was unreachable
-        (they stay pending)."""
-        batch = self.acks.take()
-        if not batch:
-            return True
-        sent = AckBatch()
-        try:
-            with translate_errors():
-                for part in chunks(batch.completes):
-                    jobs = [batch.completes[i] for i in part]
-                    done = yield from completing(jobs)
-                    sent.completes.extend(jobs)
-                    self._log_lost_completions(done, len(jobs))
-                for part in chunks(batch.fails):
-                    fails = [batch.fails[i] for i in part]
-                    rows = yield Sql(q.FAIL_MANY, batch.fail_args(fails), rows="tuples")
-                    sent.fails.extend(fails)
-                    self._log_lost("failed", [r[0] for r in rows if not r[1]])
-                for part in chunks(batch.releases):
-                    jobs = [batch.releases[i] for i in part]
-                    rows = yield Sql(q.RELEASE_MANY, batch.complete_args(jobs), rows="tuples")
-                    sent.releases.extend(jobs)
-                    self._log_lost("released", [r[0] for r in rows if not r[1]])
-        except psycopg.OperationalError as error:
-            self.acks.put_back(AckBatch(  # what was not sent yet, in order
-                batch.completes[len(sent.completes):],
-                batch.fails[len(sent.fails):],
-                batch.releases[len(sent.releases):],
-            ))
-            # Counted once put back: take() emptied the pending list, so before
-            # this it held only what finished meanwhile (0, as often as not).
-            logger.warning("could not acknowledge %d job(s) yet: %s", self.acks.pending(), error)
-            self._settled(sent)
-            yield from self._reset_if_lost(error)
-            return False
-        self._settled(sent)
-        return True
-
-    def _settled(self, sent: AckBatch) -> None:
-        """Their acknowledgements reached the database: no more heartbeats."""
-        self.book.discard(sent.jobs())
-
-    @staticmethod
-    def _log_lost_completions(done: int, sent: int) -> None:
-        if done < sent:
-            logger.warning("%d of %d finished job(s) had lost their lease: not completed", sent - done, sent)
-
-    @staticmethod
-    def _log_lost(what: str, ids: list[int]) -> None:
-        if ids:
-            logger.warning("job(s) %s had lost their lease: not %s", ids, what)
-
-    def flush_due(self) -> bool:
-        return self.acks.seconds_until_due() <= 0
-
-    def closing(self) -> Script[None]:
-        """Acknowledge what is pending (one more try after a failure)."""
-        if not (yield from self.flushing()) and not (yield from self.flushing()):
-            logger.warning("%d acknowledgement(s) could not be sent: those jobs will run "
-                           "again once their lease expires", self.acks.pending())
+        """Run the periodic jobs, prune and reap, each when due (see ``pyqueue.worker.maintenance``)."""
+        yield from running_schedules(self.schedules)
+        yield from pruning(self.prunes)
+        yield from reaping(self._reaps)
 
     # --- heartbeats
     def beating(self, due: list[tuple[JobRecord, timedelta]]) -> Script[None]:
-        """Extend the leases of the ``due`` jobs (see ``pyqueue.worker.heartbeating``)."""
+        """Extend the leases of the ``due`` jobs (see ``pyqueue.worker.heartbeats``)."""
         return beating(self.book, due)
 
     # --- waiting
@@ -318,8 +239,8 @@ class ConsumerCore(Generic[J, S]):
         sleep at most (seconds).
 
         There may be work at the poll interval since the last claim, or at the
-        next scheduled job's run_at; other things due (a reap, an
-        acknowledgement flush, the periodic jobs, a prune) end the wait
+        next scheduled job's run_at; other things due (a reap, a
+        batch of acks due, the periodic jobs, a prune) end the wait
         sooner. ``refresh`` (the last claim came back empty) asks the
         database for the next scheduled run_at first; otherwise the one last
         asked for stands (any change to the queue NOTIFYs, and an empty claim
@@ -338,7 +259,7 @@ class ConsumerCore(Generic[J, S]):
     def waited(self, *, notified: bool, work_at: float) -> Script[bool]:
         """After a wait: True when there may be work (a NOTIFY for one of our
         queues, the poll interval, the next scheduled job's run_at); False
-        when something else ended it (poked, stopped, a reap or a flush due).
+        when something else ended it (poked, stopped, a reap or acks due).
 
         Every idle worker of a queue is woken by its NOTIFY. The one holding
         the queues' first-responder lock returns at once; the others

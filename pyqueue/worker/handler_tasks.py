@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from pyqueue.errors import JobTimeout
-from pyqueue.job import AsyncJob, log_failed
-from pyqueue.worker.timeouts import AsyncAcker, shutdown_error
+from pyqueue.job import AsyncJob, Event, log_failed
+from pyqueue.worker.timeouts import AsyncAcks, shutdown_error
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -65,14 +65,17 @@ class InTaskSupervisor:
     propagates as ever.
     """
 
-    def __init__(self, acker: AsyncAcker, grace: float | None) -> None:
-        self.acker = acker
+    def __init__(self, acks: AsyncAcks, grace: float | None) -> None:
+        self.acks = acks
         self.grace = grace
         self._running: dict[asyncio.Task[Any], AsyncJob] = {}
         self._why: dict[asyncio.Task[Any], str] = {}  # the tasks it cancelled, and why
         self._give_up: asyncio.TimerHandle | None = None
 
     async def run(self, job: AsyncJob, handler: Callable[[AsyncJob], Awaitable[object]]) -> None:
+        """Run ``handler`` for ``job`` (RUNNING from now on), unless its lease was lost."""
+        if not job._on(Event.START):
+            return
         task = asyncio.current_task()
         assert task is not None
         timer = None
@@ -101,14 +104,14 @@ class InTaskSupervisor:
             if why == TIMED_OUT:
                 raise JobTimeout(f"job ran longer than {job.timeout}") from None
             error = shutdown_error(self.grace or 0.0)
-            self.acker.fail_later(job, error)
-            log_failed(job, error)
+            if self.acks.fail_later(job, error):
+                log_failed(job, error)
 
     def _cancel(self, task: asyncio.Task[Any], job: AsyncJob, why: str) -> None:
         if self._running.get(task) is not job or task in self._why:
             return  # finished meanwhile, or cancelled already
         if why == TIMED_OUT:
-            job._mark_timed_out()  # before the cancel reaches the handler (and its observers)
+            job._on(Event.TIME_OUT)  # before the cancel reaches the handler (and its observers)
         self._why[task] = why
         task.cancel()
 

@@ -13,7 +13,7 @@ from typing import Generic, TypedDict, TypeVar
 
 from pyqueue._queries import default_worker_name
 from pyqueue.defaults import BATCH_SIZE, POLL_INTERVAL, REAP_INTERVAL, SHUTDOWN_TIMEOUT
-from pyqueue.job import JobRecord
+from pyqueue.job import Event, JobRecord
 from pyqueue.worker import settings as _settings
 from pyqueue.worker.settings import WorkerSettings, queue_list
 
@@ -117,10 +117,10 @@ class HandOut(Generic[J]):
         self._unwatch = unwatch
 
     def next(self) -> J | None:
-        """The next job to hand out (its lease not lost), or None."""
+        """The next job to hand out (RUNNING from now on; its lease not lost), or None."""
         while self.held:
             job = self.held.popleft()
-            if not job.lease_lost:
+            if job._on(Event.START):
                 self.current = job
                 self._watch(job)
                 return job

@@ -5,7 +5,9 @@ A worker holds one :class:`Observer`. Without ``metrics_port`` it is
 :data:`NO_OBSERVER`, which does nothing and imports nothing: handlers are
 registered as they are, a claim costs one empty method call, and neither
 ``pyqueue.metrics`` nor prometheus_client is loaded. With ``metrics_port``
-it is ``pyqueue.metrics.worker.WorkerMetrics``, imported here only then.
+it is ``pyqueue.metrics.worker.WorkerMetrics``, imported here only then;
+that module imports nothing of the worker (no import circle): it is an
+Observer by its methods, and raises :class:`pyqueue.errors.MetricsError`.
 
 The hooks: ``wrap`` (at ``register``: the handler the worker will call for
 a queue's leased jobs), ``claimed`` (after every claim: the rows carry the
@@ -16,21 +18,36 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from pyqueue.errors import MetricsError
 from pyqueue.job import JobRecord
+
+__all__ = ["METRICS_HOST", "NO_OBSERVER", "MetricsError", "NoObserver", "Observer", "make_observer"]
 
 METRICS_HOST = "127.0.0.1"  # where a worker serves /metrics by default: this host only
 H = TypeVar("H", bound=Callable[..., Any])
 _NOTHING: AbstractContextManager[None] = nullcontext()
 
 
-class MetricsError(RuntimeError):
-    """The worker's metrics cannot be served (e.g. the port is taken)."""
+class Observer(Protocol):
+    """Hears what a worker's handlers do."""
+
+    def wrap(self, queue: str, handler: H, *, asynchronous: bool) -> H:
+        """The handler to call for ``queue``'s leased jobs (async when ``asynchronous``)."""
+        ...
+
+    def claimed(self, jobs: Sequence[JobRecord]) -> None:
+        """A claim returned ``jobs`` (maybe none)."""
+        ...
+
+    def serving(self) -> AbstractContextManager[None]:
+        """Held while the worker runs (its metrics are served meanwhile)."""
+        ...
 
 
-class Observer:
-    """Hears what a worker's handlers do. This one does nothing (no metrics)."""
+class NoObserver:
+    """The observer of a worker without metrics: it does nothing."""
 
     def wrap(self, queue: str, handler: H, *, asynchronous: bool) -> H:
         """The handler to call for ``queue``'s leased jobs (async when ``asynchronous``)."""
@@ -44,7 +61,7 @@ class Observer:
         return _NOTHING
 
 
-NO_OBSERVER = Observer()
+NO_OBSERVER: Observer = NoObserver()
 
 
 def make_observer(dsn: str, port: object, host: object) -> Observer:

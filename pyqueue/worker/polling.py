@@ -1,4 +1,8 @@
-"""How long an idle worker waits before it looks for work again.
+"""How long a worker waits before it tries again: after empty claims
+(:class:`PollBackoff`), after the database went away (:class:`Backoff`),
+after a NOTIFY (:class:`NotifyThrottle`). Both backoffs are one formula,
+:meth:`Backoff.delay`: after k failures a random half to all of
+``min(maximum, minimum * 2**(k-1))`` ("equal jitter").
 
 ``poll_interval`` after a claim that found work; after k empty claims in a
 row ``poll_interval * 2**k`` up to ``max_poll_interval``, of which a random
@@ -32,34 +36,62 @@ import math
 import random
 import time
 
-from pyqueue.defaults import NOTIFY_WINDOW
+from pyqueue.defaults import NOTIFY_WINDOW, RECONNECT_DELAY_MAX, RECONNECT_DELAY_MIN
 
 FREE_CLAIMS = 2  # claims on NOTIFYs made at once since one last found jobs; later ones wait for the window
 
-MAX_DOUBLINGS = 30  # 2**30 times any interval is past any cap
+MAX_DOUBLINGS = 32  # 2**32 times any delay is past any cap
+
+
+class Backoff:
+    """Exponential delays with jitter: after 1, 2, 3 … failures in a row, a
+    random half to all of min, 2 min, 4 min … up to max. The reconnection
+    backoff as it is; the poll backoff starting from twice the poll interval."""
+
+    def __init__(self, minimum: float = RECONNECT_DELAY_MIN, maximum: float = RECONNECT_DELAY_MAX) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+        self.failures = 0
+
+    def delay(self) -> float:
+        """Seconds to wait after ``failures`` failures (at least one)."""
+        ceiling = min(self.maximum, self.minimum * 2.0 ** min(self.failures - 1, MAX_DOUBLINGS))
+        return ceiling * random.uniform(0.5, 1.0)  # spreading retries out, not a secret
+
+    def next_delay(self) -> float:
+        """Count one more failure; seconds to wait before the next attempt."""
+        self.failures += 1
+        return self.delay()
+
+    def reset(self) -> None:
+        self.failures = 0
 
 
 class PollBackoff:
-    """The wait between an idle worker's polls, stretched by empty claims."""
+    """The wait between an idle worker's polls, stretched by empty claims:
+    ``poll_interval`` after a claim that found work, then the :class:`Backoff`
+    of ``2 * poll_interval`` up to ``max_poll_interval`` per empty claim."""
 
     def __init__(self, poll_interval: float, max_poll_interval: float | None) -> None:
         self.poll_interval = poll_interval
         self.max_poll_interval = max(poll_interval, max_poll_interval or poll_interval)
-        self.empty = 0  # claims in a row that found nothing
+        self._stretch = Backoff(2 * poll_interval, self.max_poll_interval)  # failures: empty claims in a row
 
     def delay(self) -> float:
-        if self.empty == 0:
+        if self._stretch.failures == 0:
             return self.poll_interval
-        stretched = min(self.max_poll_interval, self.poll_interval * 2.0 ** min(self.empty, MAX_DOUBLINGS))
-        return stretched * random.uniform(0.5, 1.0)  # spreading polls out, not a secret
+        return self._stretch.delay()
 
     def claimed(self, found: bool) -> None:
         """A claim came back: with jobs, back to poll_interval; empty, the next wait stretches."""
-        self.empty = 0 if found else self.empty + 1
+        if found:
+            self._stretch.reset()
+        else:
+            self._stretch.failures += 1
 
     def notified(self) -> None:
         """Work arrived (a NOTIFY): poll at the base interval again."""
-        self.empty = 0
+        self._stretch.reset()
 
 
 class NotifyThrottle:

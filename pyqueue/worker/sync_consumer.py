@@ -85,10 +85,11 @@ class Heartbeater:
 class Consumer(ConsumerCore[Job, ConnectionSource]):
     """A worker's sync session with jobq (see ``pyqueue.worker.consumer``).
 
-    ``work`` carries the claims and acknowledgements, ``heartbeat`` the
-    heartbeats (its own thread), ``jobs`` the claimed jobs' own calls
-    (``job.complete()``…; default: ``work``). ``wait()`` sleeps until there
-    may be work or ``wakeup`` is poked or stopped.
+    ``work`` carries the claims and acks, ``heartbeat`` the heartbeats (its
+    own thread), ``jobs`` the claimed jobs' own calls (``job.complete()``…;
+    default: ``work``). ``wait()`` sleeps until there may be work or
+    ``wakeup`` is poked or stopped. ``ack_at_once`` (the plain iterator):
+    leaving ``with job:`` sends the job's ack at once.
     """
 
     def __init__(self, settings: WorkerSettings, *, wakeup: Wakeup, work: ConnectionSource,
@@ -96,16 +97,16 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
                  claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
         self.jobs = work if jobs is None else jobs
         super().__init__(settings, self._jobs, work=work, heartbeat=heartbeat,
-                         claim_queues=claim_queues, ack_at_once=ack_at_once)
+                         after_ack=self.send_acks if ack_at_once else _nothing, claim_queues=claim_queues)
         self.wakeup = wakeup
         self._listen: Connection | None = None
         self.heartbeats = Heartbeater(self)
         # The jobs the handlers run: their execution timeouts and the shutdown grace.
-        self.running = RunningJobs(self.acks, self.book, self.flush,
+        self.running = RunningJobs(self.acks, self.send_acks,
                                    stopped=lambda: wakeup.stopped, grace=settings.shutdown_timeout)
 
     def _jobs(self, claimed: Claimed) -> list[Job]:
-        return Job._from_claim(claimed, self.jobs.connection, self)
+        return Job._from_claim(claimed, self.jobs.connection, self.acks)
 
     # --- the I/O of the scripts
     def run(self, script: Script[T]) -> T:
@@ -164,9 +165,6 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
             self.heartbeats.due_at(due)
         return due
 
-    def send_now(self) -> None:
-        self.flush()
-
     def looked(self) -> None:
         self.run(self.looking())
 
@@ -177,15 +175,17 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
     def claim(self, n: int) -> list[Job] | None:
         return self.run(self.claiming(n))
 
-    def maybe_reap(self) -> None:
+    def maintain_when_due(self) -> None:
+        """Run the periodic jobs, prune and reap, each when due (``ConsumerCore.maintaining``)."""
         self.run(self.maintaining())
 
-    def flush(self) -> bool:
-        return self.run(self.flushing())
+    def send_acks(self) -> bool:
+        """Send the pending acks (``Acks.sending``); False when the database was unreachable."""
+        return self.run(self.acks.sending())
 
-    def flush_if_due(self) -> None:
-        if self.flush_due():
-            self.flush()
+    def send_acks_if_due(self) -> None:
+        if self.acks.due():
+            self.send_acks()
 
     def _notified(self) -> bool:
         """Read what the LISTEN connection received; True if one of our queues got jobs
@@ -219,13 +219,17 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
         """Acknowledge what is pending, stop the heartbeats and close the connections."""
         self.running.close()
         try:
-            self.run(self.closing())
+            self.run(self.acks.closing())
         finally:
             self.heartbeats.close()
             self._reset(Reset("listen"))
             self.work.close()
             if self._heartbeat_source is not self.work:
                 self._heartbeat_source.close()
+
+
+def _nothing() -> None:
+    """A worker's ``after_ack``: its loop sends the acks in batches."""
 
 
 def run_job(job: Job, handler: Callable[[Job], object]) -> None:

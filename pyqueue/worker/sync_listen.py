@@ -132,22 +132,22 @@ def _generate(consumer: Consumer, wakeup: Wakeup, batch_size: int,
             out: HandOut[Job] = HandOut(consumer.running.started, consumer.running.finished)
             try:
                 while not wakeup.stopped:
-                    consumer.maybe_reap()
+                    consumer.maintain_when_due()
                     jobs = consumer.claim(batch_size)
                     if jobs is None:
                         continue  # the database was unreachable; backed off, try again
                     out.held.extend(jobs)
                     while not wakeup.stopped and (job := out.next()) is not None:
                         yield job
-                        if out.returned(job):
-                            consumer.complete_later(job)
-                        consumer.flush_if_due()
-                    consumer.flush()
+                        if out.returned(job) and consumer.acks.complete_later(job):
+                            consumer.acks.after_ack()
+                        consumer.send_acks_if_due()
+                    consumer.send_acks()
                     if len(jobs) < batch_size and not wakeup.stopped:
                         consumer.wait(refresh=not jobs)
             finally:
                 for job in out.left():
-                    consumer.release_later(job)
+                    consumer.acks.release_later(job)
                 consumer.close()
     finally:
         wakeup.close()
@@ -266,7 +266,7 @@ class _TxLoop:
             with stop_on_signals(handle_signals, wakeup):
                 try:
                     while not wakeup.stopped:
-                        consumer.maybe_reap()
+                        consumer.maintain_when_due()
                         taken = self._round()
                         if taken is None or max(taken) == self.batch_size:
                             continue  # backed off after a lost connection, or more may be ready

@@ -20,7 +20,7 @@ import time
 from functools import partial
 
 from pyqueue.defaults import WORKER_APPLICATION_NAME
-from pyqueue.job import Job, JobRecord
+from pyqueue.job import Event, Job, JobRecord
 from pyqueue.worker.connections import DedicatedConnection, PooledConnections
 from pyqueue.worker.handler_threads import HandlerThreads
 from pyqueue.worker.in_transaction import TxHandler, run_batch
@@ -158,7 +158,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
     def _loop(self, consumer: Consumer, threads: HandlerThreads, pool: PooledConnections) -> None:
         rounds = Rounds(self.batch_size, self.concurrency, bool(self._handlers))
         while not self._wakeup.stopped:
-            consumer.maybe_reap()
+            consumer.maintain_when_due()
             if rounds.claim_now(self._held):
                 jobs = consumer.claim(rounds.batch)
                 if jobs is None:
@@ -172,8 +172,8 @@ class Worker(WorkerCore[Handler, TxHandler]):
             if start := self._batches_to_start():
                 consumer.looked()
                 threads.put_many([partial(self._run_batches, queue, pool) for queue in start])
-            if rounds.flush_now(consumer.acks, self._held):
-                consumer.flush()  # a batch's worth, or idle, or waited long enough
+            if rounds.send_acks_now(consumer.acks, self._held):
+                consumer.send_acks()  # a batch's worth, or idle, or waited long enough
             if rounds.claim_now(self._held) or self._batch_startable():
                 continue
             if consumer.wait(refresh=self._refresh(rounds), respond=rounds.respond(self._held)):
@@ -181,11 +181,11 @@ class Worker(WorkerCore[Handler, TxHandler]):
 
     def _execute(self, consumer: Consumer, job: Job) -> None:
         try:
-            if job.lease_lost:
-                return
             if self._wakeup.stopped:
-                consumer.release_later(job)
+                consumer.acks.release_later(job)
                 return
+            if not job._on(Event.START):
+                return  # its lease was lost, or the shutdown grace released it
             if job.timeout is not None:  # it may be given up on: remember its thread
                 with self._lock:
                     self._executing[job.id] = threading.get_ident()

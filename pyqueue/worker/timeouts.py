@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 from pyqueue.defaults import STOP_CHECK_INTERVAL
 from pyqueue.errors import JobTimeout
-from pyqueue.job import AsyncJob, JobRecord, log_failed
-from pyqueue.worker.bookkeeping import Acks, HeartbeatBook
+from pyqueue.job import AsyncJob, Event, JobRecord, log_failed
+from pyqueue.worker.acknowledgement import Acks
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -134,11 +134,10 @@ class RunningJobs:
     ``expire`` fails one whose timeout passed, ``abandon`` gives up every
     held job once the shutdown grace is over (see the module docstring)."""
 
-    def __init__(self, acks: Acks, held: HeartbeatBook, flush: Callable[[], object], *,
+    def __init__(self, acks: Acks[Any], send_acks: Callable[[], object], *,
                  stopped: Callable[[], bool], grace: float | None) -> None:
         self.acks = acks
-        self.held = held  # every claimed job not yet acknowledged in the database
-        self.flush = flush
+        self.send_acks = send_acks
         self.grace = grace
         self._running: dict[int, JobRecord] = {}  # dict operations are atomic: no lock needed
         # Called with a job failed for its timeout (the Worker replaces the thread running it).
@@ -154,31 +153,37 @@ class RunningJobs:
         self.watchdog.finished(job)
 
     def expire(self, job: JobRecord, error: str) -> None:
-        """Fail a running job at once (its timeout passed)."""
+        """Fail a running job at once (its timeout passed). One whose lease was
+        lost gets no failure (the database would refuse it), but its handler
+        is given up on all the same."""
         if self.acks.expire_later(job, error):
             log_failed(job, error)
-            self.flush()
-            if self.on_expire is not None:
-                self.on_expire(job)
+            self.send_acks()
+        elif not job.lease_lost:
+            return  # its handler acked it first
+        if self.on_expire is not None:
+            self.on_expire(job)
 
     def abandon(self) -> None:
         """The shutdown grace is over: fail the jobs still running, release the
         held ones never started; nothing held is heart-beaten after this."""
         error = shutdown_error(self.grace or 0.0)
-        for job in self.held.jobs():
+        for job in self.acks.held.jobs():  # every claimed job whose ack did not reach the database
             if job.id in self._running:
                 if self.acks.fail_later(job, error):
                     log_failed(job, error)
             else:
                 self.acks.release_later(job)
-        self.flush()
+        self.send_acks()
 
     def close(self) -> None:
         self.watchdog.close()
 
 
-class AsyncAcker(Protocol):
-    def fail_later(self, job: JobRecord, error: str) -> None: ...
+class AsyncAcks(Protocol):
+    """What the async supervisors need of a worker's acks (``Acks``)."""
+
+    def fail_later(self, job: JobRecord, error: str) -> bool: ...
 
 
 async def run_supervised(
@@ -187,7 +192,7 @@ async def run_supervised(
     *,
     stop: asyncio.Event,
     grace: float | None,
-    acker: AsyncAcker,
+    acks: AsyncAcks,
 ) -> None:
     """Run an async handler as the unit of work of ``job`` (``async with job``),
     in a task of its own, and cancel it when the job's timeout passes (the
@@ -196,7 +201,7 @@ async def run_supervised(
     async with job:
         task = asyncio.ensure_future(handler(job))
         try:
-            job._returned(await _supervise(task, job, stop, grace, acker))
+            job._returned(await _supervise(task, job, stop, grace, acks))
         finally:
             if not task.done():
                 task.cancel()
@@ -204,7 +209,7 @@ async def run_supervised(
 
 
 async def _supervise(task: asyncio.Future[object], job: AsyncJob, stop: asyncio.Event, grace: float | None,
-                     acker: AsyncAcker) -> object:
+                     acks: AsyncAcks) -> object:
     """The handler's return value (None when the job was failed instead)."""
     loop = asyncio.get_running_loop()
     deadline = math.inf if job.timeout is None else loop.time() + job.timeout.total_seconds()
@@ -226,13 +231,13 @@ async def _supervise(task: asyncio.Future[object], job: AsyncJob, stop: asyncio.
             if loop.time() < until:
                 continue
             if shutdown_at > deadline:
-                job._mark_timed_out()  # before the cancel reaches the handler (and its observers)
+                job._on(Event.TIME_OUT)  # before the cancel reaches the handler (and its observers)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             if shutdown_at <= deadline:
                 error = shutdown_error(grace or 0.0)
-                acker.fail_later(job, error)
-                log_failed(job, error)
+                if acks.fail_later(job, error):
+                    log_failed(job, error)
                 return None
             assert job.timeout is not None
             raise JobTimeout(f"job ran longer than {job.timeout}") from None

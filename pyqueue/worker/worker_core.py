@@ -26,9 +26,10 @@ from pyqueue.defaults import (
     TX_PARALLEL_AFTER,
 )
 from pyqueue.worker import settings as _settings
+from pyqueue.worker.acknowledgement import Acks
 from pyqueue.worker.auth import fatal_error
-from pyqueue.worker.bookkeeping import Acks, Backoff
 from pyqueue.worker.observer import METRICS_HOST, make_observer
+from pyqueue.worker.polling import Backoff
 from pyqueue.worker.scripts import reason
 from pyqueue.worker.settings import WorkerSettings
 
@@ -64,7 +65,7 @@ class Rounds:
         if count < self.batch:
             self.want, self.refresh = False, self.refresh or not count
 
-    def flush_now(self, acks: Acks, held: int) -> bool:
+    def send_acks_now(self, acks: Acks[Any], held: int) -> bool:
         pending = acks.pending()
         return bool(pending) and (pending >= self.batch or held == 0 or acks.seconds_until_due() <= 0)
 
