@@ -1127,6 +1127,175 @@ END
 $$;
 COMMENT ON FUNCTION jobq._history_kept() IS 'Whether any queue keeps completed jobs in the archive (retention > 0).';
 
+CREATE FUNCTION jobq._finish_lean(p_ids bigint[], p_lease_tokens uuid[], p_held boolean,
+                                  OUT ids bigint[], OUT wake text[], OUT parents bigint[], OUT watched bigint[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    v_queues text[];
+    v_keyed_ids bigint[];
+    v_keyed_queues text[];
+    v_keys text[];
+    v_erred bigint[];
+    v_children bigint[];
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- jobq._finish's common case, lean: completed jobs without results
+    -- while no queue keeps history, so the rows are deleted, not copied.
+    -- Their side rows go with them (error history, edges and gates), a
+    -- job_key records its completion in jobq._key_done, and each is
+    -- counted. Returns the ids that left, the queues to wake (serial
+    -- groups, concurrency limits), and the parents and watched jobs among
+    -- them. Rows go in id order.
+    WITH gone AS (
+        DELETE FROM jobq._job AS j
+        USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens) AS u(id, lease_token) ORDER BY u.id) AS f
+        WHERE j.id = f.id
+          AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
+          AND (NOT p_held OR j.status = 'ready')
+        RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
+                  j.has_children, j.has_parents, j.watched
+    )
+    SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
+           array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
+           array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
+           array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
+           array_agg(g.id) FILTER (WHERE g.erred),
+           array_agg(g.id) FILTER (WHERE g.has_children),
+           array_agg(g.id) FILTER (WHERE g.has_parents),
+           array_agg(g.id) FILTER (WHERE g.watched)
+    INTO ids, v_queues, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+    FROM gone AS g;
+    IF ids IS NULL THEN
+        RETURN;
+    END IF;
+    IF v_erred IS NOT NULL THEN
+        -- Only jobs that failed before have an error history to delete
+        -- (the common case never opens jobq._job_error).
+        DELETE FROM jobq._job_error AS e WHERE e.job_id = ANY (v_erred);
+    END IF;
+    IF v_children IS NOT NULL THEN
+        -- Jobs that depended on others, gone without history: so are their edges and gates.
+        DELETE FROM jobq._job_dep AS d WHERE d.child_id = ANY (v_children);
+        DELETE FROM jobq._job_wait AS w WHERE w.job_id = ANY (v_children);
+    END IF;
+    IF v_keys IS NOT NULL THEN
+        -- A separate statement, so that finishing jobs without keys (the
+        -- common case) never opens jobq._key_done.
+        INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
+        SELECT u.queue, u.job_key, u.id, v_now FROM unnest(v_keyed_queues, v_keys, v_keyed_ids) AS u(queue, job_key, id)
+        ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at;
+    END IF;
+    INSERT INTO jobq._counter (queue, bucket, completed)
+    SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
+    wake := wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
+                          WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
+END
+$$;
+COMMENT ON FUNCTION jobq._finish_lean(bigint[], uuid[], boolean) IS
+    'jobq._finish when nothing is kept: deletes completed jobs and their side rows, counts them, records their job_key.';
+
+CREATE FUNCTION jobq._finish_kept(p_ids bigint[], p_lease_tokens uuid[], p_status text, p_error text,
+                                  p_held boolean, p_results jsonb[], p_cause bigint,
+                                  OUT ids bigint[], OUT wake text[], OUT parents bigint[], OUT watched bigint[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- jobq._finish's general case, in one statement: the jobs leave the
+    -- live table as p_status and go to the archive when kept (dead and
+    -- cancelled always, with p_error or their last error; completed ones
+    -- when their queue's retention is over 0 or they carry a result from
+    -- p_results, kept for at least result_retention); those not kept take
+    -- their error history, edges and gates along; a job_key records its
+    -- completion; completed and dead jobs are counted. Returns the ids that
+    -- left, the queues to wake, and the parents and watched jobs among them.
+    WITH gone AS (
+        DELETE FROM jobq._job AS j
+        USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens, p_results) AS u(id, lease_token, result)
+               ORDER BY u.id) AS f
+        WHERE j.id = f.id
+          AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
+          AND (NOT p_held OR j.status = 'ready')
+        RETURNING j.*, CASE WHEN p_status = 'completed' THEN f.result END AS result
+    ), settings AS (
+        SELECT s.*
+        FROM (SELECT DISTINCT g.queue FROM gone AS g) AS q,
+             LATERAL jobq._settings(q.queue) AS s
+    ), kept AS (
+        INSERT INTO jobq._job_archive
+            (id, queue, payload, status, priority, run_at, attempts, max_attempts,
+             job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
+             result, cancelled_by)
+        SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
+               g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
+               coalesce(p_error, g.last_error), g.created_at,
+               CASE WHEN p_held THEN v_now ELSE g.started_at END,
+               v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
+                                   WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
+                                   ELSE s.retention END,
+               g.group_key, g.timeout, g.result, p_cause
+        FROM gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL
+    ), forgotten AS (
+        -- Completed jobs the history does not keep take their errors along.
+        DELETE FROM jobq._job_error AS e
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE e.job_id = g.id AND g.last_error IS NOT NULL
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), unlinked AS (
+        -- ... and their edges and gates, when they depended on others.
+        DELETE FROM jobq._job_dep AS d
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE d.child_id = g.id AND g.has_parents
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), ungated AS (
+        DELETE FROM jobq._job_wait AS w
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE w.job_id = g.id AND g.has_parents
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), keyed AS (
+        INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
+        SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g
+        WHERE p_status = 'completed' AND g.job_key IS NOT NULL
+        ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at
+    ), counted AS (
+        INSERT INTO jobq._counter (queue, bucket, completed, dead)
+        SELECT g.queue, date_trunc('minute', now()),
+               count(*) FILTER (WHERE p_status = 'completed'), count(*) FILTER (WHERE p_status = 'dead')
+        FROM gone AS g
+        WHERE p_status IN ('completed', 'dead')
+        GROUP BY g.queue
+    )
+    SELECT array_agg(g.id),
+           array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL),
+           array_agg(g.id) FILTER (WHERE g.has_children),
+           array_agg(g.id) FILTER (WHERE g.watched)
+    INTO ids, wake, parents, watched
+    FROM gone AS g
+    JOIN settings AS s ON s.queue = g.queue;
+END
+$$;
+COMMENT ON FUNCTION jobq._finish_kept(bigint[], uuid[], text, text, boolean, jsonb[], bigint) IS
+    'jobq._finish in general: moves jobs to the archive as they end (or deletes them), with their side rows and counts.';
+
 CREATE FUNCTION jobq._finish(p_ids bigint[], p_lease_tokens uuid[], p_status text, p_error text,
                              p_held boolean DEFAULT false, p_results jsonb[] DEFAULT NULL,
                              p_cause bigint DEFAULT NULL)
@@ -1141,16 +1310,9 @@ SET enable_mergejoin = off
 AS $$
 DECLARE
     v_ids bigint[];
-    v_queues text[];
     v_wake text[];
-    v_keyed_ids bigint[];
-    v_keyed_queues text[];
-    v_keys text[];
-    v_erred bigint[];
     v_parents bigint[];
-    v_children bigint[];
     v_watched bigint[];
-    v_now timestamptz := clock_timestamp();
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
     -- cancelled). A non-NULL lease token fences: the job must still be held
@@ -1158,14 +1320,15 @@ BEGIN
     -- without a lease (take, hold): they must be unleased, and this
     -- transaction is their attempt. Every job is counted (one counter row per
     -- queue); history keeps dead and cancelled jobs, and completed ones when
-    -- their queue's retention is over 0. A completed job with a job_key
-    -- records its completion in jobq._key_done (for enqueue's unique_for). Finishing a serial-group job or a job
-    -- of a concurrency-limited queue frees a slot, so it wakes that queue's
-    -- workers. A job that leaves no history takes its error history
-    -- (jobq._job_error) with it; only a job that failed before (last_error
-    -- set) has any. Rows go in id order (as jobq._settle_at_commit locks
-    -- parents: no deadlock with an enqueue of their children). p_results
-    -- (paired with p_ids): what completed jobs
+    -- their queue's retention is over 0 (jobq._finish_kept; when nothing is
+    -- kept, jobq._finish_lean). A completed job with a job_key records its
+    -- completion in jobq._key_done (for enqueue's unique_for). Finishing a
+    -- serial-group job or a job of a concurrency-limited queue frees a slot,
+    -- so it wakes that queue's workers. A job that leaves no history takes
+    -- its error history (jobq._job_error) with it; only a job that failed
+    -- before (last_error set) has any. Rows go in id order (as
+    -- jobq._settle_at_commit locks parents: no deadlock with an enqueue of
+    -- their children). p_results (paired with p_ids): what completed jobs
     -- report; a job with a result is kept for at least its queue's
     -- result_retention. A job others depend on (has_children) updates their
     -- gates (jobq._finish_dependents); a job that depended on others and
@@ -1187,119 +1350,16 @@ BEGIN
     END IF;
     IF p_status = 'completed' AND coalesce(cardinality(array_remove(p_results, NULL)), 0) = 0
        AND NOT jobq._history_kept() THEN
-        -- The common case, lean: no history to write, so the rows are not copied.
-        WITH gone AS (
-            DELETE FROM jobq._job AS j
-            USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens) AS u(id, lease_token) ORDER BY u.id) AS f
-            WHERE j.id = f.id
-              AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
-              AND (NOT p_held OR j.status = 'ready')
-            RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
-                      j.has_children, j.has_parents, j.watched
-        )
-        SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
-               array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
-               array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
-               array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
-               array_agg(g.id) FILTER (WHERE g.erred),
-               array_agg(g.id) FILTER (WHERE g.has_children),
-               array_agg(g.id) FILTER (WHERE g.has_parents),
-               array_agg(g.id) FILTER (WHERE g.watched)
-        INTO v_ids, v_queues, v_wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, v_parents, v_children, v_watched
-        FROM gone AS g;
-        IF v_ids IS NULL THEN
-            RETURN;
-        END IF;
-        IF v_erred IS NOT NULL THEN
-            -- Only jobs that failed before have an error history to delete
-            -- (the common case never opens jobq._job_error).
-            DELETE FROM jobq._job_error AS e WHERE e.job_id = ANY (v_erred);
-        END IF;
-        IF v_children IS NOT NULL THEN
-            -- Jobs that depended on others, gone without history: so are their edges and gates.
-            DELETE FROM jobq._job_dep AS d WHERE d.child_id = ANY (v_children);
-            DELETE FROM jobq._job_wait AS w WHERE w.job_id = ANY (v_children);
-        END IF;
-        IF v_keys IS NOT NULL THEN
-            -- A separate statement, so that finishing jobs without keys (the
-            -- common case) never opens jobq._key_done.
-            INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
-            SELECT u.queue, u.job_key, u.id, v_now FROM unnest(v_keyed_queues, v_keys, v_keyed_ids) AS u(queue, job_key, id)
-            ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at;
-        END IF;
-        INSERT INTO jobq._counter (queue, bucket, completed)
-        SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
-        v_wake := v_wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
-                                  WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
+        SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
+        FROM jobq._finish_lean(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_held => p_held) AS f;
     ELSE
-        WITH gone AS (
-            DELETE FROM jobq._job AS j
-            USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens, p_results) AS u(id, lease_token, result)
-                   ORDER BY u.id) AS f
-            WHERE j.id = f.id
-              AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
-              AND (NOT p_held OR j.status = 'ready')
-            RETURNING j.*, CASE WHEN p_status = 'completed' THEN f.result END AS result
-        ), settings AS (
-            SELECT s.*
-            FROM (SELECT DISTINCT g.queue FROM gone AS g) AS q,
-                 LATERAL jobq._settings(q.queue) AS s
-        ), kept AS (
-            INSERT INTO jobq._job_archive
-                (id, queue, payload, status, priority, run_at, attempts, max_attempts,
-                 job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
-                 result, cancelled_by)
-            SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
-                   g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
-                   coalesce(p_error, g.last_error), g.created_at,
-                   CASE WHEN p_held THEN v_now ELSE g.started_at END,
-                   v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
-                                       WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
-                                       ELSE s.retention END,
-                   g.group_key, g.timeout, g.result, p_cause
-            FROM gone AS g
-            JOIN settings AS s ON s.queue = g.queue
-            WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL
-        ), forgotten AS (
-            -- Completed jobs the history does not keep take their errors along.
-            DELETE FROM jobq._job_error AS e
-            USING gone AS g
-            JOIN settings AS s ON s.queue = g.queue
-            WHERE e.job_id = g.id AND g.last_error IS NOT NULL
-              AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
-        ), unlinked AS (
-            -- ... and their edges and gates, when they depended on others.
-            DELETE FROM jobq._job_dep AS d
-            USING gone AS g
-            JOIN settings AS s ON s.queue = g.queue
-            WHERE d.child_id = g.id AND g.has_parents
-              AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
-        ), ungated AS (
-            DELETE FROM jobq._job_wait AS w
-            USING gone AS g
-            JOIN settings AS s ON s.queue = g.queue
-            WHERE w.job_id = g.id AND g.has_parents
-              AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
-        ), keyed AS (
-            INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
-            SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g
-            WHERE p_status = 'completed' AND g.job_key IS NOT NULL
-            ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at
-        ), counted AS (
-            INSERT INTO jobq._counter (queue, bucket, completed, dead)
-            SELECT g.queue, date_trunc('minute', now()),
-                   count(*) FILTER (WHERE p_status = 'completed'), count(*) FILTER (WHERE p_status = 'dead')
-            FROM gone AS g
-            WHERE p_status IN ('completed', 'dead')
-            GROUP BY g.queue
-        )
-        SELECT array_agg(g.id),
-               array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL),
-               array_agg(g.id) FILTER (WHERE g.has_children),
-               array_agg(g.id) FILTER (WHERE g.watched)
-        INTO v_ids, v_wake, v_parents, v_watched
-        FROM gone AS g
-        JOIN settings AS s ON s.queue = g.queue;
+        SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
+        FROM jobq._finish_kept(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_status => p_status,
+                               p_error => p_error, p_held => p_held, p_results => p_results,
+                               p_cause => p_cause) AS f;
+    END IF;
+    IF v_ids IS NULL THEN
+        RETURN;
     END IF;
     IF current_setting('jobq.named_jobs', true) = 'on' THEN
         -- This transaction named live jobs (depends_on, members, watch)
@@ -1604,10 +1664,10 @@ BEGIN
         GROUP BY c.cause
     LOOP
         v_cancelled := v_cancelled || ARRAY(
-            SELECT jobq._finish(v_cause.ids, NULL, 'cancelled',
-                                format('cancelled: ancestor job %s %s', v_cause.cause,
-                                       CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
-                                false, NULL, v_cause.cause));
+            SELECT jobq._finish(p_ids => v_cause.ids, p_lease_tokens => NULL, p_status => 'cancelled',
+                                p_error => format('cancelled: ancestor job %s %s', v_cause.cause,
+                                                  CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
+                                p_cause => v_cause.cause));
     END LOOP;
     WITH released AS (
         UPDATE jobq._job AS j
@@ -1690,10 +1750,10 @@ BEGIN
             ORDER BY r.root
         LOOP
             v_doomed := v_doomed || ARRAY(
-                SELECT jobq._finish(v_cause.ids, NULL, 'cancelled',
-                                    format('cancelled: ancestor job %s %s', v_cause.cause,
-                                           CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
-                                    false, NULL, v_cause.cause));
+                SELECT jobq._finish(p_ids => v_cause.ids, p_lease_tokens => NULL, p_status => 'cancelled',
+                                    p_error => format('cancelled: ancestor job %s %s', v_cause.cause,
+                                                      CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
+                                    p_cause => v_cause.cause));
         END LOOP;
     END IF;
     WITH counted AS (
@@ -3127,8 +3187,9 @@ DECLARE
     v_plain record;
     v_ids bigint[];
     v_leases interval[];
-    v_now timestamptz;
+    v_parked boolean[];
     v_park text[];
+    v_now timestamptz;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
@@ -3137,63 +3198,50 @@ BEGIN
     -- No sort and no bitmap scan (the SET clauses): whatever the table's
     -- statistics say (never analyzed, analyzed while empty), the candidates
     -- come from the claim index in its order, and reading stops after p_n.
+    -- First which jobs (locked), under which lease, parked or not; then the
+    -- one lease UPDATE.
     v_now := clock_timestamp();
     v_plain := jobq._plain_leases(p_queues, p_lease);
     IF v_plain.names IS NOT NULL THEN
-        -- Plain queues: one statement picks (an index scan per queue) and
-        -- leases. The lease writes no indexed column: a HOT update on the
-        -- row's own page; the row stays in the claim index, and claims skip
-        -- it by its status. On a queue crowded with older leases
+        -- Plain queues: one statement picks (an index scan per queue). The
+        -- lease writes no indexed column: a HOT update on the row's own
+        -- page; the row stays in the claim index, and claims skip it by its
+        -- status. On a queue crowded with older leases
         -- (jobq._crowded_queues) the lease parks the row instead, so that
         -- leases do not pile up ahead of every later claim.
-        v_park := jobq._crowded_queues(v_plain.names, v_now);
-        RETURN QUERY
-        WITH leased AS (
-            UPDATE jobq._job AS j
-            SET status = 'running',
-                parked = (j.queue = ANY (v_park)),
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],
-                worker = p_worker,
-                started_at = v_now
-            WHERE j.id = ANY (ARRAY(
-                SELECT c.id
-                FROM unnest(v_plain.names) AS q(name),
-                     LATERAL (SELECT p.id, p.priority, p.run_at
-                              FROM jobq._job AS p
-                              WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
-                                AND p.run_at <= now() AND p.group_key IS NULL
-                              ORDER BY p.priority, p.run_at, p.id
-                              LIMIT p_n
-                              FOR UPDATE SKIP LOCKED) AS c
-                ORDER BY c.priority, c.run_at, c.id
-                LIMIT p_n))
-            RETURNING j.*
-        )
-        SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
-               l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
-               l.timeout
-        FROM leased AS l
-        ORDER BY l.priority, l.run_at, l.id;
-        RETURN;
+        v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+        SELECT array_agg(c.id), array_agg(v_plain.leases[array_position(v_plain.names, c.queue)]),
+               array_agg(c.queue = ANY (v_park))
+        INTO v_ids, v_leases, v_parked
+        FROM (SELECT c.id, c.queue
+              FROM unnest(v_plain.names) AS q(name),
+                   LATERAL (SELECT p.id, p.queue, p.priority, p.run_at
+                            FROM jobq._job AS p
+                            WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                              AND p.run_at <= now() AND p.group_key IS NULL
+                            ORDER BY p.priority, p.run_at, p.id
+                            LIMIT p_n
+                            FOR UPDATE SKIP LOCKED) AS c
+              ORDER BY c.priority, c.run_at, c.id
+              LIMIT p_n) AS c;
+    ELSE
+        -- Limits, pause or serial groups: jobq._pick counts and locks. These
+        -- leases are parked at once: limited queues count their running jobs
+        -- by the parked index.
+        SELECT array_agg(p.id), array_agg(p.lease), array_agg(true) INTO v_ids, v_leases, v_parked
+        FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease, p_now => v_now) AS p;
     END IF;
-    -- Limits, pause or serial groups: jobq._pick counts and locks. These
-    -- leases are parked at once: limited queues count their running jobs by
-    -- the parked index.
-    SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
-    FROM jobq._pick(p_queues, p_n, p_lease, v_now) AS p;
     RETURN QUERY
     WITH leased AS (
         UPDATE jobq._job AS j
         SET status = 'running',
-            parked = true,
+            parked = p.parked,
             attempts = j.attempts + 1,
             lease_token = gen_random_uuid(),
             lease_expires_at = v_now + p.lease,
             worker = p_worker,
             started_at = v_now
-        FROM unnest(v_ids, v_leases) AS p(id, lease)
+        FROM unnest(v_ids, v_leases, v_parked) AS p(id, lease, parked)
         WHERE j.id = p.id
         RETURNING j.*
     )
@@ -3340,7 +3388,8 @@ BEGIN
     WITH held AS (
         SELECT * FROM jobq._lock_ready(take.queue, take.n)
     ), done AS (
-        SELECT count(*) FROM jobq._finish(ARRAY(SELECT h.id FROM held AS h), NULL, 'completed', NULL, true)
+        SELECT count(*) FROM jobq._finish(p_ids => ARRAY(SELECT h.id FROM held AS h), p_lease_tokens => NULL,
+                                               p_status => 'completed', p_error => NULL, p_held => true)
     )
     SELECT h.* FROM held AS h, done ORDER BY h.priority, h.run_at, h.id;
 END
@@ -3405,12 +3454,59 @@ BEGIN
                        FROM unnest(complete_held.ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord);
     END IF;
     SELECT count(*) INTO v_done
-    FROM jobq._finish(v_ids, NULL, 'completed', NULL, true, complete_held.results);
+    FROM jobq._finish(p_ids => v_ids, p_lease_tokens => NULL, p_status => 'completed', p_error => NULL,
+                      p_held => true, p_results => complete_held.results);
     RETURN v_done;
 END
 $$;
 COMMENT ON FUNCTION jobq.complete_held(bigint[], jsonb[]) IS
     'Marks jobs held by this transaction done (on commit), with their results; returns how many; never waits for another holder.';
+
+CREATE FUNCTION jobq._retry_or_bury(p_job jobq._job, p_attempt integer, p_error text, p_worker text,
+                                    p_retry_at timestamptz, p_held boolean)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_settings jobq._queue;
+BEGIN
+    -- The failed attempt p_attempt of p_job, which the caller has locked
+    -- (jobq.fail: under its lease; jobq.fail_held: held by this transaction,
+    -- p_held, and this is its attempt): counted, its error (p_error, already
+    -- bounded) kept in the job's history under p_worker; then dead letter
+    -- when that was its last attempt, else ready again after exponential
+    -- backoff with jitter (or at p_retry_at), unleased, and its queue's
+    -- workers woken (a freed concurrency slot or group, or a retry already due).
+    INSERT INTO jobq._counter (queue, bucket, failed) VALUES (p_job.queue, date_trunc('minute', now()), 1);
+    PERFORM jobq._record_errors(p_ids => ARRAY[p_job.id], p_attempts => ARRAY[p_attempt],
+                                p_errors => ARRAY[p_error], p_workers => ARRAY[p_worker]);
+    IF p_attempt >= p_job.max_attempts THEN
+        PERFORM jobq._finish(p_ids => ARRAY[p_job.id], p_lease_tokens => ARRAY[p_job.lease_token],
+                             p_status => 'dead', p_error => p_error, p_held => p_held);
+        RETURN;
+    END IF;
+    v_settings := jobq._settings(p_job.queue);
+    UPDATE jobq._job AS j
+    SET status = 'ready',
+        parked = false,
+        attempts = p_attempt,
+        run_at = coalesce(p_retry_at,
+                          now() + jobq._backoff_delay(p_attempt, v_settings.backoff_base,
+                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
+                                                      random())),
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        heartbeat_at = NULL,
+        last_error = p_error,
+        worker = p_worker,
+        started_at = CASE WHEN p_held THEN clock_timestamp() ELSE j.started_at END
+    WHERE j.id = p_job.id;
+    PERFORM pg_notify('jobq', p_job.queue);
+END
+$$;
+COMMENT ON FUNCTION jobq._retry_or_bury(jobq._job, integer, text, text, timestamptz, boolean) IS
+    'A failed attempt of a locked job, for fail and fail_held: counted, its error kept, then dead letter or a retry after backoff.';
 
 CREATE FUNCTION jobq.fail_held(id bigint, error text, retry_at timestamptz DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -3419,7 +3515,6 @@ SET lock_timeout = '5s'
 AS $$
 DECLARE
     v_job jobq._job;
-    v_settings jobq._queue;
     v_error text := jobq._error_text(fail_held.error);
 BEGIN
     -- Record a failed attempt of a job this transaction holds (jobq.hold):
@@ -3450,24 +3545,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    INSERT INTO jobq._counter (queue, bucket, failed) VALUES (v_job.queue, date_trunc('minute', now()), 1);
-    PERFORM jobq._record_errors(ARRAY[v_job.id], ARRAY[v_job.attempts + 1], ARRAY[v_error], ARRAY[session_user::text]);
-    IF v_job.attempts + 1 >= v_job.max_attempts THEN
-        PERFORM jobq._finish(ARRAY[v_job.id], NULL, 'dead', v_error, true);
-        RETURN true;
-    END IF;
-    v_settings := jobq._settings(v_job.queue);
-    UPDATE jobq._job AS j
-    SET attempts = j.attempts + 1,
-        run_at = coalesce(fail_held.retry_at,
-                          now() + jobq._backoff_delay(v_job.attempts + 1, v_settings.backoff_base,
-                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
-                                                      random())),
-        last_error = v_error,
-        worker = session_user,
-        started_at = clock_timestamp()
-    WHERE j.id = v_job.id;
-    PERFORM pg_notify('jobq', v_job.queue);
+    PERFORM jobq._retry_or_bury(p_job => v_job, p_attempt => v_job.attempts + 1, p_error => v_error,
+                                p_worker => session_user, p_retry_at => fail_held.retry_at, p_held => true);
     RETURN true;
 END
 $$;
@@ -3488,12 +3567,13 @@ BEGIN
     PERFORM jobq._check_lease_args(complete.id, complete.lease_token);
     IF complete.result IS NULL THEN
         RETURN EXISTS (
-            SELECT FROM jobq._finish(ARRAY[complete.id], ARRAY[complete.lease_token], 'completed', NULL));
+            SELECT FROM jobq._finish(p_ids => ARRAY[complete.id], p_lease_tokens => ARRAY[complete.lease_token],
+                                     p_status => 'completed', p_error => NULL));
     END IF;
     PERFORM jobq._check_results(ARRAY[complete.id], ARRAY[complete.result]);
     RETURN EXISTS (
-        SELECT FROM jobq._finish(ARRAY[complete.id], ARRAY[complete.lease_token], 'completed', NULL, false,
-                                 ARRAY[complete.result]));
+        SELECT FROM jobq._finish(p_ids => ARRAY[complete.id], p_lease_tokens => ARRAY[complete.lease_token],
+                                 p_status => 'completed', p_error => NULL, p_results => ARRAY[complete.result]));
 END
 $$;
 COMMENT ON FUNCTION jobq.complete(bigint, uuid, jsonb) IS
@@ -3536,7 +3616,8 @@ BEGIN
         PERFORM jobq._check_results(complete_many.ids, complete_many.results);
     END IF;
     SELECT count(*) INTO v_done
-    FROM jobq._finish(complete_many.ids, complete_many.lease_tokens, 'completed', NULL, false, complete_many.results);
+    FROM jobq._finish(p_ids => complete_many.ids, p_lease_tokens => complete_many.lease_tokens, p_status => 'completed',
+                      p_error => NULL, p_results => complete_many.results);
     RETURN v_done;
 END
 $$;
@@ -3551,7 +3632,6 @@ SET lock_timeout = '5s'
 AS $$
 DECLARE
     v_job jobq._job;
-    v_settings jobq._queue;
     v_error text := jobq._error_text(fail.error);
 BEGIN
     -- Record a failed attempt of a job held under lease_token: retry after
@@ -3570,29 +3650,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    INSERT INTO jobq._counter (queue, bucket, failed) VALUES (v_job.queue, date_trunc('minute', now()), 1);
-    PERFORM jobq._record_errors(ARRAY[v_job.id], ARRAY[v_job.attempts], ARRAY[v_error], ARRAY[v_job.worker]);
-
-    IF v_job.attempts >= v_job.max_attempts THEN
-        PERFORM jobq._finish(ARRAY[v_job.id], ARRAY[v_job.lease_token], 'dead', v_error);
-        RETURN true;
-    END IF;
-
-    v_settings := jobq._settings(v_job.queue);
-    UPDATE jobq._job AS j
-    SET status = 'ready',
-        parked = false,
-        run_at = coalesce(fail.retry_at,
-                          now() + jobq._backoff_delay(v_job.attempts, v_settings.backoff_base,
-                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
-                                                      random())),
-        lease_token = NULL,
-        lease_expires_at = NULL,
-        heartbeat_at = NULL,
-        last_error = v_error
-    WHERE j.id = v_job.id;
-    -- A freed concurrency slot or group, or a retry already due: let workers look.
-    PERFORM pg_notify('jobq', v_job.queue);
+    PERFORM jobq._retry_or_bury(p_job => v_job, p_attempt => v_job.attempts, p_error => v_error,
+                                p_worker => v_job.worker, p_retry_at => fail.retry_at, p_held => false);
     RETURN true;
 END
 $$;
@@ -3840,7 +3899,7 @@ BEGIN
         UPDATE jobq._job AS j
         SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
         WHERE j.id = ANY (v_dead);
-        PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
+        PERFORM jobq._finish(p_ids => v_dead, p_lease_tokens => NULL, p_status => 'dead', p_error => NULL);
     END IF;
     -- Leases in place held for over 10 seconds (a worker that never
     -- heart-beats) leave the claim index too, so claims do not step over
@@ -4093,7 +4152,8 @@ BEGIN
     IF cancel.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
-    RETURN EXISTS (SELECT FROM jobq._finish(ARRAY[cancel.id], NULL, 'cancelled', 'cancelled by ' || session_user));
+    RETURN EXISTS (SELECT FROM jobq._finish(p_ids => ARRAY[cancel.id], p_lease_tokens => NULL, p_status => 'cancelled',
+                                                 p_error => 'cancelled by ' || session_user));
 END
 $$;
 COMMENT ON FUNCTION jobq.cancel(bigint) IS
@@ -4124,17 +4184,17 @@ BEGIN
     END IF;
     SELECT count(*) INTO v_cancelled
     FROM jobq._finish(
-        ARRAY(SELECT j.id FROM jobq._job AS j
-              WHERE j.queue = cancel_jobs.queue
-                AND CASE cancel_jobs.status
-                        WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
-                        WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
-                        WHEN 'running' THEN j.status = 'running'
-                        WHEN 'waiting' THEN j.status = 'waiting'
-                        ELSE true END
-                AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
-              ORDER BY j.id),
-        NULL, 'cancelled', 'cancelled by ' || session_user);
+        p_ids => ARRAY(SELECT j.id FROM jobq._job AS j
+                       WHERE j.queue = cancel_jobs.queue
+                         AND CASE cancel_jobs.status
+                                 WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
+                                 WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
+                                 WHEN 'running' THEN j.status = 'running'
+                                 WHEN 'waiting' THEN j.status = 'waiting'
+                                 ELSE true END
+                         AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
+                       ORDER BY j.id),
+        p_lease_tokens => NULL, p_status => 'cancelled', p_error => 'cancelled by ' || session_user);
     RETURN v_cancelled;
 END
 $$;

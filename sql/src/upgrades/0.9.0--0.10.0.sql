@@ -1,5 +1,12 @@
 -- jobq 0.9.0 → 0.10.0: smaller SQL functions, same behaviour and cost (issue 30, item 4). One line per change:
---   (no change yet)
+--   jobq._finish split by idea: new jobq._finish_lean (completed jobs, nothing kept: deleted) and
+--     jobq._finish_kept (the general case: archived or deleted with their side rows); _finish chooses and
+--     does what follows (jobs named in this transaction, NOTIFY of watched jobs, dependents, wake-ups)
+--   new jobq._retry_or_bury: the failed attempt that jobq.fail and jobq.fail_held both record (counter,
+--     error history, dead letter or a retry after backoff with jitter), written once
+--   jobq._claim: which jobs and leases first (plain path or jobq._pick), then one lease UPDATE (it was two)
+--   calls name their arguments (p_held => true, not a bare true): jobq._finish's callers (complete,
+--     complete_many, complete_held, take, cancel, cancel_jobs, reap, _settle, _finish_dependents) and _claim
 --
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.10.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.9.0 is installed.
@@ -30,6 +37,28 @@ INSERT INTO jobq._migration (version) VALUES ('0.10.0');
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
+
+-- the end of a job: split by idea, named arguments
+-- @function jobq._finish_lean(bigint[], uuid[], boolean)
+-- @function jobq._finish_kept(bigint[], uuid[], text, text, boolean, jsonb[], bigint)
+-- @replace-function jobq._finish(bigint[], uuid[], text, text, boolean, jsonb[], bigint)
+-- @replace-function jobq.complete(bigint, uuid, jsonb)
+-- @replace-function jobq.complete_many(bigint[], uuid[], jsonb[])
+-- @replace-function jobq.complete_held(bigint[], jsonb[])
+-- @replace-function jobq.take(text, integer)
+-- @replace-function jobq.cancel(bigint)
+-- @replace-function jobq.cancel_jobs(text, text, jsonb)
+-- @replace-function jobq.reap(integer)
+-- @replace-function jobq._settle(bigint[])
+-- @replace-function jobq._finish_dependents(bigint[], text)
+
+-- a failed attempt: one retry-or-bury step
+-- @function jobq._retry_or_bury(jobq._job, integer, text, text, timestamptz, boolean)
+-- @replace-function jobq.fail(bigint, text, uuid, timestamptz)
+-- @replace-function jobq.fail_held(bigint, text, timestamptz)
+
+-- the claim: one lease UPDATE
+-- @replace-function jobq._claim(text[], integer, text, interval)
 
 ---------------------------------------------------------------------------
 -- privileges
