@@ -5,6 +5,10 @@
 --   new jobq._retry_or_bury: the failed attempt that jobq.fail and jobq.fail_held both record (counter,
 --     error history, dead letter or a retry after backoff with jitter), written once
 --   jobq._claim: which jobs and leases first (plain path or jobq._pick), then one lease UPDATE (it was two)
+--   jobq._pick: each queue's budget (pause, concurrency, rate limit) in new jobq._queue_slots, the re-check
+--     of serial-group heads after the row locks in new jobq._group_heads_only
+--   jobq.enqueue_many: its full argument checks (the slow path) in new jobq._check_enqueue_many_args, its
+--     job keys' in new jobq._check_job_keys
 --   calls name their arguments (p_held => true, not a bare true): jobq._finish's callers (complete,
 --     complete_many, complete_held, take, cancel, cancel_jobs, reap, _settle, _finish_dependents) and _claim
 --
@@ -983,6 +987,376 @@ END
 $$;
 COMMENT ON FUNCTION jobq._claim(text[], integer, text, interval) IS
     'The claim itself (arguments already checked): fast path for plain queues, jobq._pick otherwise.';
+
+-- the full claim path: a queue's budget and the group-head re-check apart
+CREATE FUNCTION jobq._queue_slots(p_queue text, p_n integer, p_now timestamptz,
+                                  OUT slots integer, OUT lease interval, OUT rated boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+    v_settings jobq._queue := jobq._settings(p_queue);
+BEGIN
+    -- How many of p_n jobs jobq._pick may start now in queue p_queue
+    -- (slots), under which lease setting, and whether the queue is rate
+    -- limited (rated: the caller records the starts at p_now). None when
+    -- paused, or when another claimer is counting this queue's slots: a
+    -- limited queue's slots are counted under a row lock on its own
+    -- jobq._queue row, taken with SKIP LOCKED (a busy queue yields no jobs,
+    -- never a wait, and a crashed claimer's lock vanishes with its
+    -- transaction; only jobq's roles can lock that row, where any role can
+    -- take an advisory lock); each count runs in a statement that starts
+    -- after the lock, so it sees every claim that committed before. Jobs
+    -- taken earlier in this transaction (take, hold) count as running.
+    slots := p_n;
+    lease := v_settings.lease;
+    rated := v_settings.rate_limit IS NOT NULL;
+    IF v_settings.paused THEN
+        slots := 0;
+    ELSIF v_settings.concurrency IS NOT NULL OR v_settings.rate_limit IS NOT NULL THEN
+        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            slots := 0;   -- another claimer is counting this queue's slots right now
+        END IF;
+    END IF;
+    IF slots > 0 AND v_settings.concurrency IS NOT NULL THEN
+        SELECT least(slots, v_settings.concurrency - count(*) - jobq._taken_in_transaction(p_queue))::integer
+        INTO slots
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND j.parked AND j.status = 'running';
+    END IF;
+    IF slots > 0 AND v_settings.rate_limit IS NOT NULL THEN
+        DELETE FROM jobq._rate_start AS r
+        WHERE r.queue = p_queue AND r.started_at <= p_now - v_settings.rate_interval;
+        SELECT least(slots, v_settings.rate_limit - coalesce(sum(r.n), 0))::integer INTO slots
+        FROM jobq._rate_start AS r
+        WHERE r.queue = p_queue AND r.started_at > p_now - v_settings.rate_interval;
+    ELSE
+        rated := false;
+    END IF;
+    slots := greatest(slots, 0);
+END
+$$;
+COMMENT ON FUNCTION jobq._queue_slots(text, integer, timestamptz) IS
+    'How many jobs jobq._pick may start now in a queue (pause, concurrency, rate limit), its lease, whether rate limited.';
+CREATE FUNCTION jobq._group_heads_only(p_ids bigint[], p_leases interval[], p_queues text[],
+                                       OUT ids bigint[], OUT leases interval[], OUT queues text[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+BEGIN
+    -- Of the jobs jobq._pick chose and row-locked (p_ids, with their leases
+    -- and queues, in claim order), those that still head their serial group
+    -- (or have none), checked again with a snapshot taken after the row
+    -- locks: a claim of the same group that committed meanwhile is now
+    -- visible. A job that goes ahead of older members not due yet also locks
+    -- the group's oldest one (jobq._lock_group_head): every claim of the
+    -- group locks that same row.
+    SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+    INTO ids, leases, queues
+    FROM unnest(p_ids, p_leases, p_queues) WITH ORDINALITY AS u(id, lease, queue, ord)
+    JOIN jobq._job AS j ON j.id = u.id
+    WHERE j.group_key IS NULL
+       OR NOT EXISTS (SELECT FROM jobq._job AS g
+                      WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                        AND (g.status = 'running'
+                             OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                      AND g.started_at IS NULL))));
+    SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+    INTO ids, leases, queues
+    FROM unnest(ids, leases, queues) WITH ORDINALITY AS u(id, lease, queue, ord)
+    JOIN jobq._job AS j ON j.id = u.id
+    WHERE j.group_key IS NULL OR jobq._lock_group_head(j.queue, j.group_key, j.id);
+END
+$$;
+COMMENT ON FUNCTION jobq._group_heads_only(bigint[], interval[], text[]) IS
+    'Of the jobs jobq._pick locked, those that still head their serial group (re-checked after the locks).';
+CREATE OR REPLACE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
+RETURNS TABLE (id bigint, lease interval)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+    v_queue text;
+    v_slots record;
+    v_now timestamptz := p_now;   -- the start time the rate limit counts (the claim's started_at)
+    v_names text[] := '{}';
+    v_leases interval[] := '{}';
+    v_allow integer[] := '{}';
+    v_rated text[] := '{}';
+    v_ids bigint[];
+    v_grouped boolean;
+BEGIN
+    -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
+    -- p_queues, most urgent first, that may start now: the queue is not
+    -- paused, has a free concurrency slot and rate budget, and the job heads
+    -- its serial group. Each queue's budget: jobq._queue_slots. Group heads
+    -- are row-locked (SKIP LOCKED) and re-checked after the locks
+    -- (jobq._group_heads_only). A group's order is among its due jobs: a member scheduled for
+    -- later that never started does not hold back the members after it (a
+    -- retry waiting for its backoff, a snoozed or a waiting member does),
+    -- and one that goes ahead also locks the group's oldest member
+    -- (jobq._lock_group_head), so that no two members ever run at once. The
+    -- jobs this path leases are parked, so the count of a queue's
+    -- running jobs is an index scan (waiting jobs are parked too, and
+    -- skipped). Records the starts of rate-limited queues at p_now, which
+    -- the caller also stamps on the jobs as started_at. Plans pinned as
+    -- jobq._claim's (no sort, no bitmap scan of the backlog).
+    PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
+    FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
+                   ORDER BY u.name, u.ord LOOP
+        v_slots := jobq._queue_slots(p_queue => v_queue, p_n => p_n, p_now => v_now);
+        IF v_slots.rated THEN
+            v_rated := v_rated || v_queue;
+        END IF;
+        v_names := v_names || v_queue;
+        v_leases := v_leases || coalesce(p_lease, v_slots.lease);
+        v_allow := v_allow || v_slots.slots;
+    END LOOP;
+
+    -- Candidates: per queue, its most urgent unlocked ready rows (one index
+    -- scan each); a serial-group job only when it heads its group's due
+    -- members and none runs (its row lock makes this transaction the group's
+    -- only claimer of it).
+    SELECT array_agg(c.id ORDER BY c.priority, c.run_at, c.id),
+           array_agg(c.lease ORDER BY c.priority, c.run_at, c.id),
+           array_agg(c.queue ORDER BY c.priority, c.run_at, c.id),
+           coalesce(bool_or(c.grouped), false)
+    INTO v_ids, v_leases, v_names, v_grouped
+    FROM (
+        SELECT c.id, c.priority, c.run_at, c.grouped, q.name AS queue, q.lease
+        FROM unnest(v_names, v_allow, v_leases) AS q(name, slots, lease),
+             LATERAL (
+                 SELECT j.id, j.priority, j.run_at, j.group_key IS NOT NULL AS grouped
+                 FROM jobq._job AS j
+                 WHERE j.queue = q.name AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
+                   AND (j.group_key IS NULL
+                        OR NOT EXISTS (SELECT FROM jobq._job AS g
+                                       WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                                         AND (g.status = 'running'
+                                              OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                                       AND g.started_at IS NULL)))))
+                 ORDER BY j.priority, j.run_at, j.id
+                 LIMIT q.slots
+                 FOR UPDATE SKIP LOCKED
+             ) AS c
+        WHERE q.slots > 0
+        ORDER BY c.priority, c.run_at, c.id
+        LIMIT p_n
+    ) AS c;
+
+    IF v_grouped THEN
+        SELECT g.ids, g.leases, g.queues INTO v_ids, v_leases, v_names
+        FROM jobq._group_heads_only(p_ids => v_ids, p_leases => v_leases, p_queues => v_names) AS g;
+    END IF;
+
+    IF cardinality(v_rated) > 0 THEN
+        INSERT INTO jobq._rate_start (queue, started_at, n)
+        SELECT r.queue, v_now, count(*)
+        FROM unnest(v_names) AS r(queue)
+        WHERE r.queue = ANY (v_rated)
+        GROUP BY r.queue;
+    END IF;
+
+    RETURN QUERY SELECT u.id, u.lease FROM unnest(v_ids, v_leases) AS u(id, lease);
+END
+$$;
+COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
+    'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
+
+-- enqueue_many: its checks apart
+CREATE FUNCTION jobq._check_enqueue_many_args(
+    p_queue text, p_payloads jsonb[], p_run_at timestamptz, p_priority integer, p_max_attempts integer,
+    p_job_keys text[], p_group_key text, p_timeout interval, p_unique_for interval, p_depends_on bigint[],
+    p_on_parent_failure text
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise the JQ error of the first bad argument of jobq.enqueue_many, all
+    -- but the payloads' elements and the job keys (checked where they are
+    -- used): the checks that name the bad argument, which enqueue_many runs
+    -- only when its fast check (jobq._enqueue_args_ok and the rest of its
+    -- one expression) says no.
+    PERFORM jobq._check_queue(p_queue, 'queue');
+    IF p_payloads IS NULL THEN
+        RAISE EXCEPTION 'jobq: payloads must not be NULL'
+            USING ERRCODE = 'JQ002', HINT = 'Pass an array of JSON objects, e.g. ARRAY[''{"a":1}'']::jsonb[].';
+    END IF;
+    IF array_ndims(p_payloads) > 1 THEN
+        RAISE EXCEPTION 'jobq: payloads must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_payloads), array_dims(p_payloads)
+            USING ERRCODE = 'JQ002',
+                  HINT = 'Pass a list of JSON objects, e.g. ARRAY[''{"a":1}'', ''{"a":2}'']::jsonb[].';
+    END IF;
+    PERFORM jobq._check_batch(cardinality(p_payloads), 'cardinality(payloads)', 100000);
+    PERFORM jobq._check_time(p_run_at, 'run_at');
+    PERFORM jobq._check_job_options(p_priority, p_max_attempts);
+    PERFORM jobq._check_job_key(p_group_key, 'group_key');
+    PERFORM jobq._check_interval(p_timeout, 'timeout', interval '1 second', interval '1 day');
+    PERFORM jobq._check_unique_for(p_unique_for, p_job_keys IS NOT NULL, 'job_keys');
+    PERFORM jobq._check_dependencies(coalesce(p_depends_on, '{}'), 'depends_on', p_on_parent_failure);
+END
+$$;
+COMMENT ON FUNCTION jobq._check_enqueue_many_args(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text) IS
+    'Raises the JQ error of the first bad argument of enqueue_many (but payload elements and job keys).';
+CREATE FUNCTION jobq._check_job_keys(p_job_keys text[], p_n integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_item record;
+BEGIN
+    -- Raise JQ009 unless p_job_keys is a list of p_n keys (or NULLs), each
+    -- NULL or 1 to 512 characters; a bad key is named by its own subscript
+    -- (arrays may start at another index than 1, e.g. '[0:1]={...}').
+    IF array_ndims(p_job_keys) > 1 THEN
+        RAISE EXCEPTION 'jobq: job_keys must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_job_keys), array_dims(p_job_keys)
+            USING ERRCODE = 'JQ009', HINT = 'Pass a list of keys (or NULLs), one per payload.';
+    END IF;
+    IF cardinality(p_job_keys) <> p_n THEN
+        RAISE EXCEPTION 'jobq: job_keys has % elements but payloads has %', cardinality(p_job_keys), p_n
+            USING ERRCODE = 'JQ009', HINT = 'Pass one key (or NULL) per payload, or job_keys => NULL.';
+    END IF;
+    FOR v_item IN SELECT x.job_key, x.ord FROM unnest(p_job_keys) WITH ORDINALITY AS x(job_key, ord) LOOP
+        PERFORM jobq._check_job_key(v_item.job_key, format('job_keys[%s]', array_lower(p_job_keys, 1) + v_item.ord - 1));
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_job_keys(text[], integer) IS
+    'Raises JQ009 for job_keys that are not one key (or NULL) per payload, each NULL or 1 to 512 characters.';
+CREATE OR REPLACE FUNCTION jobq.enqueue_many(
+    queue text,
+    payloads jsonb[],
+    run_at timestamptz DEFAULT pg_catalog.now(),
+    priority integer DEFAULT 0,
+    max_attempts integer DEFAULT NULL,
+    job_keys text[] DEFAULT NULL,
+    group_key text DEFAULT NULL,
+    timeout interval DEFAULT NULL,
+    unique_for interval DEFAULT NULL,
+    depends_on bigint[] DEFAULT NULL,
+    on_parent_failure text DEFAULT 'cancel'
+) RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_settings jobq._queue;
+    v_bad record;
+    v_item record;
+    v_n integer := coalesce(cardinality(enqueue_many.payloads), -1);
+    v_ids bigint[] := '{}';
+    v_waiting boolean := coalesce(cardinality(enqueue_many.depends_on), 0) > 0;
+BEGIN
+    -- Add many jobs to one queue in one statement; returns one id per
+    -- payload, in payload order, and wakes the queue's workers once. With
+    -- group_key, they join that serial group in payload order. timeout,
+    -- unique_for, depends_on and on_parent_failure apply to every job, as in
+    -- jobq.enqueue (unique_for to those with a key): with depends_on, every
+    -- job waits for the same parents.
+    IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
+                                  enqueue_many.max_attempts, NULL, enqueue_many.group_key)
+            AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
+            AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
+            AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
+        PERFORM jobq._check_enqueue_many_args(
+            p_queue => enqueue_many.queue, p_payloads => enqueue_many.payloads, p_run_at => enqueue_many.run_at,
+            p_priority => enqueue_many.priority, p_max_attempts => enqueue_many.max_attempts,
+            p_job_keys => enqueue_many.job_keys, p_group_key => enqueue_many.group_key,
+            p_timeout => enqueue_many.timeout, p_unique_for => enqueue_many.unique_for,
+            p_depends_on => enqueue_many.depends_on, p_on_parent_failure => enqueue_many.on_parent_failure);
+    END IF;
+    v_settings := jobq._settings(enqueue_many.queue);
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
+
+    SELECT p.payload, p.ord INTO v_bad
+    FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+    WHERE p.payload IS NULL OR jsonb_typeof(p.payload) <> 'object'
+       OR pg_column_size(p.payload) > v_settings.max_payload_bytes
+    ORDER BY p.ord LIMIT 1;
+    IF FOUND THEN
+        PERFORM jobq._check_payload(v_bad.payload,  -- named by its own subscript
+                                    format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
+                                    v_settings.max_payload_bytes);
+    END IF;
+
+    IF v_waiting THEN
+        PERFORM jobq._check_readable_jobs(enqueue_many.depends_on, 'depends_on');
+        PERFORM jobq._check_parents_issued(enqueue_many.depends_on, 'depends_on');
+    END IF;
+    IF enqueue_many.job_keys IS NULL AND NOT v_waiting THEN
+        -- No keys: one INSERT. Identity values follow the ORDER BY, so
+        -- sorting the returned ids gives payload order.
+        RETURN QUERY
+        WITH ins AS (
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout)
+            SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
+                   coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
+                   coalesce(enqueue_many.timeout, v_settings.timeout)
+            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+            ORDER BY p.ord
+            RETURNING id
+        )
+        SELECT ins.id FROM ins ORDER BY ins.id;
+        PERFORM pg_notify('jobq', enqueue_many.queue);
+        RETURN;
+    END IF;
+    IF enqueue_many.job_keys IS NULL THEN
+        -- No keys, with parents: one INSERT of waiting jobs, then their links.
+        WITH ins AS (
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
+                                   status, parked, has_parents)
+            SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
+                   coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true
+            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+            ORDER BY p.ord
+            RETURNING id
+        )
+        SELECT coalesce(array_agg(ins.id ORDER BY ins.id), '{}') INTO v_ids FROM ins;
+        PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
+        RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
+        RETURN;
+    END IF;
+
+    PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
+    FOR v_item IN
+        SELECT x.payload, x.job_key
+        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
+        ORDER BY x.ord
+    LOOP
+        v_ids := v_ids || jobq._insert_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
+                                           enqueue_many.priority,
+                                           coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
+                                           v_item.job_key, enqueue_many.group_key,
+                                           coalesce(enqueue_many.timeout, v_settings.timeout),
+                                           enqueue_many.unique_for, v_waiting);
+    END LOOP;
+    IF v_waiting THEN
+        PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
+    END IF;
+    RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
+END
+$$;
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held); depends_on makes every one wait for those jobs.';
 
 ---------------------------------------------------------------------------
 -- privileges

@@ -5,6 +5,10 @@
 --   new jobq._retry_or_bury: the failed attempt that jobq.fail and jobq.fail_held both record (counter,
 --     error history, dead letter or a retry after backoff with jitter), written once
 --   jobq._claim: which jobs and leases first (plain path or jobq._pick), then one lease UPDATE (it was two)
+--   jobq._pick: each queue's budget (pause, concurrency, rate limit) in new jobq._queue_slots, the re-check
+--     of serial-group heads after the row locks in new jobq._group_heads_only
+--   jobq.enqueue_many: its full argument checks (the slow path) in new jobq._check_enqueue_many_args, its
+--     job keys' in new jobq._check_job_keys
 --   calls name their arguments (p_held => true, not a bare true): jobq._finish's callers (complete,
 --     complete_many, complete_held, take, cancel, cancel_jobs, reap, _settle, _finish_dependents) and _claim
 --
@@ -59,6 +63,16 @@ INSERT INTO jobq._migration (version) VALUES ('0.10.0');
 
 -- the claim: one lease UPDATE
 -- @replace-function jobq._claim(text[], integer, text, interval)
+
+-- the full claim path: a queue's budget and the group-head re-check apart
+-- @function jobq._queue_slots(text, integer, timestamptz)
+-- @function jobq._group_heads_only(bigint[], interval[], text[])
+-- @replace-function jobq._pick(text[], integer, interval, timestamptz)
+
+-- enqueue_many: its checks apart
+-- @function jobq._check_enqueue_many_args(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text)
+-- @function jobq._check_job_keys(text[], integer)
+-- @replace-function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text)
 
 ---------------------------------------------------------------------------
 -- privileges
