@@ -2569,6 +2569,59 @@ $$;
 COMMENT ON FUNCTION jobq._group_heads_only(bigint[], interval[], text[]) IS
     'Of the jobs jobq._pick locked, those that still head their serial group (re-checked after the locks).';
 
+CREATE FUNCTION jobq._pick_candidates(p_names text[], p_slots integer[], p_leases interval[], p_n integer,
+                                       OUT ids bigint[], OUT leases interval[], OUT queues text[],
+                                       OUT grouped boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+BEGIN
+    -- jobq._pick's candidates, row-locked (SKIP LOCKED): up to p_n jobs
+    -- across the queues p_names, at most p_slots[i] of queue i, most urgent
+    -- first (priority, run_at, id), with each queue's lease (p_leases), and
+    -- whether any belongs to a serial group (the caller re-checks those
+    -- after the locks: jobq._group_heads_only). Per queue, its most urgent
+    -- unlocked ready rows (one index scan each); a serial-group job only
+    -- when it heads its group's due members and none runs (its row lock
+    -- makes this transaction the group's only claimer of it). The group-head
+    -- test is written here and in jobq._group_heads_only: inline, the
+    -- planner runs it as an index probe per candidate; a helper function
+    -- would cost a call per candidate row.
+    SELECT array_agg(c.id ORDER BY c.priority, c.run_at, c.id),
+           array_agg(c.lease ORDER BY c.priority, c.run_at, c.id),
+           array_agg(c.queue ORDER BY c.priority, c.run_at, c.id),
+           coalesce(bool_or(c.grouped), false)
+    INTO ids, leases, queues, grouped
+    FROM (
+        SELECT c.id, c.priority, c.run_at, c.grouped, q.name AS queue, q.lease
+        FROM unnest(p_names, p_slots, p_leases) AS q(name, slots, lease),
+             LATERAL (
+                 SELECT j.id, j.priority, j.run_at, j.group_key IS NOT NULL AS grouped
+                 FROM jobq._job AS j
+                 WHERE j.queue = q.name AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
+                   AND (j.group_key IS NULL
+                        OR NOT EXISTS (SELECT FROM jobq._job AS g
+                                       WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                                         AND (g.status = 'running'
+                                              OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                                       AND g.started_at IS NULL)))))
+                 ORDER BY j.priority, j.run_at, j.id
+                 LIMIT q.slots
+                 FOR UPDATE SKIP LOCKED
+             ) AS c
+        WHERE q.slots > 0
+        ORDER BY c.priority, c.run_at, c.id
+        LIMIT p_n
+    ) AS c;
+END
+$$;
+COMMENT ON FUNCTION jobq._pick_candidates(text[], integer[], interval[], integer) IS
+    'jobq._pick''s candidates: up to n ready jobs across queues within each queue''s slots, most urgent first, row-locked.';
+
 CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
 RETURNS TABLE (id bigint, lease interval)
 LANGUAGE plpgsql
@@ -2616,36 +2669,8 @@ BEGIN
         v_allow := v_allow || v_slots.slots;
     END LOOP;
 
-    -- Candidates: per queue, its most urgent unlocked ready rows (one index
-    -- scan each); a serial-group job only when it heads its group's due
-    -- members and none runs (its row lock makes this transaction the group's
-    -- only claimer of it).
-    SELECT array_agg(c.id ORDER BY c.priority, c.run_at, c.id),
-           array_agg(c.lease ORDER BY c.priority, c.run_at, c.id),
-           array_agg(c.queue ORDER BY c.priority, c.run_at, c.id),
-           coalesce(bool_or(c.grouped), false)
-    INTO v_ids, v_leases, v_names, v_grouped
-    FROM (
-        SELECT c.id, c.priority, c.run_at, c.grouped, q.name AS queue, q.lease
-        FROM unnest(v_names, v_allow, v_leases) AS q(name, slots, lease),
-             LATERAL (
-                 SELECT j.id, j.priority, j.run_at, j.group_key IS NOT NULL AS grouped
-                 FROM jobq._job AS j
-                 WHERE j.queue = q.name AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
-                   AND (j.group_key IS NULL
-                        OR NOT EXISTS (SELECT FROM jobq._job AS g
-                                       WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
-                                         AND (g.status = 'running'
-                                              OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
-                                                                       AND g.started_at IS NULL)))))
-                 ORDER BY j.priority, j.run_at, j.id
-                 LIMIT q.slots
-                 FOR UPDATE SKIP LOCKED
-             ) AS c
-        WHERE q.slots > 0
-        ORDER BY c.priority, c.run_at, c.id
-        LIMIT p_n
-    ) AS c;
+    SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_names, v_grouped
+    FROM jobq._pick_candidates(p_names => v_names, p_slots => v_allow, p_leases => v_leases, p_n => p_n) AS c;
 
     IF v_grouped THEN
         SELECT g.ids, g.leases, g.queues INTO v_ids, v_leases, v_names

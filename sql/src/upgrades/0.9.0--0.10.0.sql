@@ -5,8 +5,9 @@
 --   new jobq._retry_or_bury: the failed attempt that jobq.fail and jobq.fail_held both record (counter,
 --     error history, dead letter or a retry after backoff with jitter), written once
 --   jobq._claim: which jobs and leases first (plain path or jobq._pick), then one lease UPDATE (it was two)
---   jobq._pick: each queue's budget (pause, concurrency, rate limit) in new jobq._queue_slots, the re-check
---     of serial-group heads after the row locks in new jobq._group_heads_only
+--   jobq._pick: each queue's budget (pause, concurrency, rate limit) in new jobq._queue_slots, its candidates
+--     (one statement) in new jobq._pick_candidates, the re-check of serial-group heads after the row locks in
+--     new jobq._group_heads_only
 --   jobq.enqueue_many: its full argument checks (the slow path) in new jobq._check_enqueue_many_args, its
 --     job keys' in new jobq._check_job_keys
 --   calls name their arguments (p_held => true, not a bare true): jobq._finish's callers (complete,
@@ -66,6 +67,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.10.0');
 
 -- the full claim path: a queue's budget and the group-head re-check apart
 -- @function jobq._queue_slots(text, integer, timestamptz)
+-- @function jobq._pick_candidates(text[], integer[], interval[], integer)
 -- @function jobq._group_heads_only(bigint[], interval[], text[])
 -- @replace-function jobq._pick(text[], integer, interval, timestamptz)
 
