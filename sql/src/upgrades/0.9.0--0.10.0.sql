@@ -1,4 +1,4 @@
--- jobq 0.9.0 → 0.10.0: smaller SQL functions, same behaviour and cost (issue 30, item 4). One line per change:
+-- jobq 0.9.0 → 0.10.0: smaller SQL functions, the same behaviour (issue 30, item 4). One line per change:
 --   jobq._finish split by idea: new jobq._finish_lean (completed jobs, nothing kept: deleted) and
 --     jobq._finish_kept (the general case: archived or deleted with their side rows); _finish chooses and
 --     does what follows (jobs named in this transaction, NOTIFY of watched jobs, dependents, wake-ups)
