@@ -25,13 +25,13 @@ SELECT has_view('jobq', 'queues', 'view jobq.queues exists');
 SELECT has_view('jobq', 'schedules', 'view jobq.schedules exists');
 SELECT has_type('jobq', 'job', 'type jobq.job exists');
 
-SELECT is(jobq.version(), '0.9.0', 'jobq.version() is 0.9.0');
--- A fresh install records 0.9.0 only; an upgraded one records every step.
+SELECT is(jobq.version(), '0.10.0', 'jobq.version() is 0.10.0');
+-- A fresh install records 0.10.0 only; an upgraded one records every step.
 SELECT is((SELECT version FROM jobq._migration
-           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.9.0',
-          'the newest version recorded in jobq._migration is 0.9.0');
-SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '0.9.0')$$,
-                'jobq._migration records only released versions up to 0.9.0');
+           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.10.0',
+          'the newest version recorded in jobq._migration is 0.10.0');
+SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '0.9.0', '0.10.0')$$,
+                'jobq._migration records only released versions up to 0.10.0');
 
 SELECT set_has(
     $$SELECT attname::text FROM pg_catalog.pg_attribute
@@ -361,8 +361,13 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
+          'jobq._queue_slots(text,integer,timestamp with time zone)',
+          'jobq._pick_candidates(text[],integer[],interval[],integer)',
+          'jobq._group_heads_only(bigint[],interval[],text[])',
           'jobq._lock_ready(text,integer)',
           'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
+          'jobq._finish_lean(bigint[],uuid[],boolean)',
+          'jobq._finish_kept(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
           'jobq.reap(integer)',
           'jobq._leased_in_place(timestamp with time zone)',
           'jobq._live_sample(timestamp with time zone)',
@@ -387,8 +392,13 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
+          'jobq._queue_slots(text,integer,timestamp with time zone)',
+          'jobq._pick_candidates(text[],integer[],interval[],integer)',
+          'jobq._group_heads_only(bigint[],interval[],text[])',
           'jobq._lock_ready(text,integer)',
           'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
+          'jobq._finish_lean(bigint[],uuid[],boolean)',
+          'jobq._finish_kept(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
           'jobq._finish_dependents(bigint[],text)',
           'jobq.reap(integer)',
           'jobq._leased_in_place(timestamp with time zone)',
@@ -408,6 +418,9 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
+          'jobq._queue_slots(text,integer,timestamp with time zone)',
+          'jobq._pick_candidates(text[],integer[],interval[],integer)',
+          'jobq._group_heads_only(bigint[],interval[],text[])',
           'jobq._lock_ready(text,integer)',
           'jobq.reap(integer)',
           'jobq._leased_in_place(timestamp with time zone)',
@@ -422,6 +435,8 @@ SELECT set_eq(
           'jobq._running()',
           'jobq._queue_counts()',
           'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
+          'jobq._finish_lean(bigint[],uuid[],boolean)',
+          'jobq._finish_kept(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
           'jobq._record_errors(bigint[],integer[],text[],text[])',
           'jobq._finish_dependents(bigint[],text)'],
     'reap, the live counts, finishing jobs (and their errors and dependents) read the live tables only by index (no sequential scan of a backlog, whatever the size when the plan was made)');

@@ -2,7 +2,7 @@
 -- Since 0.2.0 a claim stamps started_at with the clock time of the claim
 -- (clock_timestamp(), not the transaction start) and leases from it.
 BEGIN;
-SELECT plan(40);
+SELECT plan(45);
 
 CREATE TEMP TABLE t (name text PRIMARY KEY, id bigint);
 INSERT INTO t VALUES
@@ -137,6 +137,36 @@ SELECT is(ARRAY(SELECT payload->>'n' FROM jobq.claim(ARRAY['mq_d', 'mq_d'], 3)),
 SELECT throws_ok($$SELECT * FROM jobq.claim('[0:1]={mq_d,"bad name"}'::text[], 1)$$, 'JQ001',
                  'jobq: queues[1] must be a queue name of 1 to 128 characters from [A-Za-z0-9_.:-], got ''bad name''',
                  'an array starting at index 0 names the bad element by its own subscript (0.8.0: its position, 2)');
+
+-- The inner order picks WHICH jobs a claim takes (issue 30: a claim of all the ready jobs, re-sorted by the
+-- outer ORDER BY, passed with the inner order broken). Eight ready jobs per queue whose id, run_at and
+-- priority orders all differ, and a tie on (priority, run_at) cut by n = 3: by priority, run_at, id the
+-- first three are o6, o3, o2 (by id: o1 o2 o3; run_at first: o7 o4 o2; id descending on the tie: o5).
+-- On a plain queue (one statement) and on a limited one (jobq._pick), and across two queues.
+DO $$
+DECLARE
+    v_queue text;
+BEGIN
+    PERFORM jobq.configure_queue('ord_limited', concurrency => 100);
+    FOREACH v_queue IN ARRAY ARRAY['ord_plain', 'ord_limited', 'ord_x', 'ord_y'] LOOP
+        PERFORM jobq.enqueue(v_queue, jsonb_build_object('o', o.name, 'q', v_queue), now() - o.age, o.priority)
+        FROM (VALUES ('o1', interval '1 minute', 0), ('o2', interval '5 minutes', 0), ('o3', interval '1 minute', -1),
+                     ('o4', interval '10 minutes', 1), ('o5', interval '5 minutes', 0), ('o6', interval '2 minutes', -1),
+                     ('o7', interval '1 day', 2), ('o8', interval '3 minutes', 0)) AS o(name, age, priority)
+        ORDER BY o.name;
+    END LOOP;
+END $$;
+SELECT is(ARRAY(SELECT payload->>'o' FROM jobq.claim('ord_plain', 3)), ARRAY['o6', 'o3', 'o2'],
+          'a plain queue''s claim of 3 of 8 takes the 3 most urgent (priority, run_at, id)');
+SELECT is(ARRAY(SELECT payload->>'o' FROM jobq.claim('ord_plain', 3)), ARRAY['o5', 'o8', 'o1'],
+          '... and the next claim the next 3');
+SELECT is(ARRAY(SELECT payload->>'o' FROM jobq.claim('ord_limited', 3)), ARRAY['o6', 'o3', 'o2'],
+          'a limited queue''s claim (jobq._pick) of 3 of 8 takes the 3 most urgent');
+SELECT is(ARRAY(SELECT payload->>'o' FROM jobq.claim('ord_limited', 3)), ARRAY['o5', 'o8', 'o1'],
+          '... and the next claim the next 3');
+SELECT is(ARRAY(SELECT (payload->>'q') || ':' || (payload->>'o') FROM jobq.claim(ARRAY['ord_x', 'ord_y'], 3)),
+          ARRAY['ord_x:o6', 'ord_y:o6', 'ord_x:o3'],
+          'a claim of 3 across two queues of 8 takes the 3 most urgent of both (the tie on o6 by id)');
 
 SELECT * FROM finish();
 ROLLBACK;

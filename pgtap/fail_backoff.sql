@@ -1,6 +1,6 @@
 -- jobq._backoff_delay() and jobq.fail(): backoff, jitter, retry_at, dead letter.
 BEGIN;
-SELECT plan(49);
+SELECT plan(51);
 
 -- _backoff_delay(attempt, base, cap, jitter, random) -----------------------
 SELECT is(jobq._backoff_delay(1, '2 s', '1 hour', 0, 0), interval '2 s', 'attempt 1: base');
@@ -115,6 +115,32 @@ SELECT results_eq(
       FROM jobq._job_archive WHERE id = (SELECT id FROM t WHERE name = 'tuned')$$,
     $$VALUES ('dead'::text, interval '2 days', true, true, true, true)$$,
     'dead_retention sets prune_after; a long error keeps its head and its tail (the exception) within 10000 characters');
+
+-- jitter is random per failure (issue 30: a fail() passing 0 instead of random() kept every other test
+-- green): 40 first failures with jitter 0.5 and base 100 s each get their own delay in [50 s, 100 s],
+-- spread over that range (40 uniform draws all within 25 s of each other: p < 1e-10)
+DO $$ BEGIN
+    PERFORM jobq.configure_queue('spread', backoff_base => interval '100 s', backoff_cap => interval '1 hour',
+                                 backoff_jitter => 0.5);
+    PERFORM jobq.configure_queue('spread_held', backoff_base => interval '100 s', backoff_cap => interval '1 hour',
+                                 backoff_jitter => 0.5);
+    PERFORM jobq.enqueue_many('spread', array_fill('{}'::jsonb, ARRAY[40]));
+    PERFORM jobq.enqueue_many('spread_held', array_fill('{}'::jsonb, ARRAY[40]));
+    PERFORM jobq.fail(c.id, 'e', c.lease_token) FROM jobq.claim('spread', 40) AS c;
+    PERFORM jobq.fail_held(h.id, 'e') FROM jobq.hold('spread_held', 40) AS h;
+END $$;
+SELECT results_eq(
+    $$SELECT count(*)::int, count(DISTINCT run_at)::int, bool_and(run_at - now() BETWEEN interval '50 s' AND interval '100 s'),
+             max(run_at) - min(run_at) > interval '25 s'
+      FROM jobq._job WHERE queue = 'spread' AND attempts = 1 AND status = 'ready'$$,
+    $$VALUES (40, 40, true, true)$$,
+    'fail: each retry draws its own jitter: 40 distinct delays within [base * (1 - jitter), base], spread over it');
+SELECT results_eq(
+    $$SELECT count(*)::int, count(DISTINCT run_at)::int, bool_and(run_at - now() BETWEEN interval '50 s' AND interval '100 s'),
+             max(run_at) - min(run_at) > interval '25 s'
+      FROM jobq._job WHERE queue = 'spread_held' AND attempts = 1 AND status = 'ready'$$,
+    $$VALUES (40, 40, true, true)$$,
+    'fail_held: each retry draws its own jitter: 40 distinct delays within [base * (1 - jitter), base], spread over it');
 
 SELECT * FROM finish();
 ROLLBACK;

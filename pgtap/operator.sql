@@ -94,7 +94,7 @@ SELECT is(jobq.retry_dead('nothing-here'), 0, 'retry_dead of an unknown queue re
 -- prune ------------------------------------------------------------------------
 -- Row by row, in the archive's default partition (jobq._job_archive_kept):
 -- past days have no partition here, and the first prune creates today's
--- and later days, moving rows expiring then out of it (pgtap/v070.sql tests
+-- and later days, moving rows expiring then out of it (pgtap/archive_partitions.sql tests
 -- the day partitions).
 CREATE TEMP TABLE arch AS SELECT id FROM jobq._job_archive;
 DO $$ BEGIN

@@ -3,7 +3,7 @@ session cannot show it: the upgrade converting a populated 0.6.0 archive of
 1,000,000 rows, pg_dump/pg_restore of an extension install with rows in day
 partitions and in the default one, and prune under concurrency (a partition
 in use is left for the next prune; two prunes never wait on each other).
-pgtap/v070.sql tests the rest within one transaction.
+pgtap/archive_partitions.sql tests the rest within one transaction.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def test_a_claim_of_a_plain_queue_is_a_hot_update_across_commits(conn: Conn, dsn
     # Two queues interleaved on the same pages, one claim each: the second
     # claim leases rows on the pages the first one filled, and its queue's
     # head is ready (a head of leases older than 50 ms would have it park:
-    # jobq 0.8, pgtap/v080.sql).
+    # jobq 0.8, pgtap/crowded_queues.sql).
     conn.execute("SELECT jobq.enqueue(CASE WHEN g % 2 = 0 THEN 'hot' ELSE 'hot2' END, "
                  "jsonb_build_object('i', g)) FROM generate_series(1, 400) AS g")
     conn.execute("SELECT jobq.configure_queue('cold', concurrency => 1000)")

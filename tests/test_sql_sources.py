@@ -212,22 +212,22 @@ def assert_refused(root: Path, *messages: str) -> None:
 
 def test_an_unknown_function_in_a_directive_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    changed = "-- @replace-function jobq._attach(bigint[], bigint[], text, integer)"
-    edit(template, "-- @replace-function jobq._attach(bigint[], bigint[], text, boolean)", changed)
+    changed = "-- @replace-function jobq.fail_held(bigint, text, integer)"
+    edit(template, "-- @replace-function jobq.fail_held(bigint, text, timestamptz)", changed)
     line = template.read_text(encoding="utf-8").split("\n").index(changed) + 1
     assert_refused(
         sql_copy,
-        f"{template.name}:{line}: unknown function jobq._attach(bigint[],bigint[],text,integer)",
-        "the sources define jobq._attach(bigint[],bigint[],text,boolean)",
+        f"{template.name}:{line}: unknown function jobq.fail_held(bigint,text,integer)",
+        "the sources define jobq.fail_held(bigint,text,timestamptz)",
     )
 
 
 def test_a_misspelled_directive_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq._attach(bigint[], bigint[], text, boolean)",
-         "-- @replace_function jobq._attach(bigint[], bigint[], text, boolean)")
+    edit(template, "-- @replace-function jobq.fail_held(bigint, text, timestamptz)",
+         "-- @replace_function jobq.fail_held(bigint, text, timestamptz)")
     assert_refused(sql_copy,
-                   "unknown directive '-- @replace_function jobq._attach(bigint[], bigint[], text, boolean)'")
+                   "unknown directive '-- @replace_function jobq.fail_held(bigint, text, timestamptz)'")
 
 
 def test_a_function_defined_twice_is_refused(sql_copy: Path) -> None:
@@ -279,9 +279,9 @@ def test_a_changed_released_script_fails_the_check(sql_copy: Path) -> None:
 
 def test_a_template_that_leaves_out_a_changed_function_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq._attach(bigint[], bigint[], text, boolean)\n", "")
+    edit(template, "-- @replace-function jobq.fail_held(bigint, text, timestamptz)\n", "")
     assert_refused(sql_copy, "new or changed since the release it upgrades but not in it: "
-                             "jobq._attach(bigint[],bigint[],text,boolean)")
+                             "jobq.fail_held(bigint,text,timestamptz)")
 
 
 # --- the next version: how the one after the default version is made ----------

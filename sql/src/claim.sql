@@ -15,8 +15,9 @@ DECLARE
     v_plain record;
     v_ids bigint[];
     v_leases interval[];
-    v_now timestamptz;
+    v_parked boolean[];
     v_park text[];
+    v_now timestamptz;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
@@ -25,63 +26,50 @@ BEGIN
     -- No sort and no bitmap scan (the SET clauses): whatever the table's
     -- statistics say (never analyzed, analyzed while empty), the candidates
     -- come from the claim index in its order, and reading stops after p_n.
+    -- First which jobs (locked), under which lease, parked or not; then the
+    -- one lease UPDATE.
     v_now := clock_timestamp();
     v_plain := jobq._plain_leases(p_queues, p_lease);
     IF v_plain.names IS NOT NULL THEN
-        -- Plain queues: one statement picks (an index scan per queue) and
-        -- leases. The lease writes no indexed column: a HOT update on the
-        -- row's own page; the row stays in the claim index, and claims skip
-        -- it by its status. On a queue crowded with older leases
+        -- Plain queues: one statement picks (an index scan per queue). The
+        -- lease writes no indexed column: a HOT update on the row's own
+        -- page; the row stays in the claim index, and claims skip it by its
+        -- status. On a queue crowded with older leases
         -- (jobq._crowded_queues) the lease parks the row instead, so that
         -- leases do not pile up ahead of every later claim.
-        v_park := jobq._crowded_queues(v_plain.names, v_now);
-        RETURN QUERY
-        WITH leased AS (
-            UPDATE jobq._job AS j
-            SET status = 'running',
-                parked = (j.queue = ANY (v_park)),
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],
-                worker = p_worker,
-                started_at = v_now
-            WHERE j.id = ANY (ARRAY(
-                SELECT c.id
-                FROM unnest(v_plain.names) AS q(name),
-                     LATERAL (SELECT p.id, p.priority, p.run_at
-                              FROM jobq._job AS p
-                              WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
-                                AND p.run_at <= now() AND p.group_key IS NULL
-                              ORDER BY p.priority, p.run_at, p.id
-                              LIMIT p_n
-                              FOR UPDATE SKIP LOCKED) AS c
-                ORDER BY c.priority, c.run_at, c.id
-                LIMIT p_n))
-            RETURNING j.*
-        )
-        SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
-               l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
-               l.timeout
-        FROM leased AS l
-        ORDER BY l.priority, l.run_at, l.id;
-        RETURN;
+        v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+        SELECT array_agg(c.id), array_agg(v_plain.leases[array_position(v_plain.names, c.queue)]),
+               array_agg(c.queue = ANY (v_park))
+        INTO v_ids, v_leases, v_parked
+        FROM (SELECT c.id, c.queue
+              FROM unnest(v_plain.names) AS q(name),
+                   LATERAL (SELECT p.id, p.queue, p.priority, p.run_at
+                            FROM jobq._job AS p
+                            WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                              AND p.run_at <= now() AND p.group_key IS NULL
+                            ORDER BY p.priority, p.run_at, p.id
+                            LIMIT p_n
+                            FOR UPDATE SKIP LOCKED) AS c
+              ORDER BY c.priority, c.run_at, c.id
+              LIMIT p_n) AS c;
+    ELSE
+        -- Limits, pause or serial groups: jobq._pick counts and locks. These
+        -- leases are parked at once: limited queues count their running jobs
+        -- by the parked index.
+        SELECT array_agg(p.id), array_agg(p.lease), array_agg(true) INTO v_ids, v_leases, v_parked
+        FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease, p_now => v_now) AS p;
     END IF;
-    -- Limits, pause or serial groups: jobq._pick counts and locks. These
-    -- leases are parked at once: limited queues count their running jobs by
-    -- the parked index.
-    SELECT array_agg(p.id), array_agg(p.lease) INTO v_ids, v_leases
-    FROM jobq._pick(p_queues, p_n, p_lease, v_now) AS p;
     RETURN QUERY
     WITH leased AS (
         UPDATE jobq._job AS j
         SET status = 'running',
-            parked = true,
+            parked = p.parked,
             attempts = j.attempts + 1,
             lease_token = gen_random_uuid(),
             lease_expires_at = v_now + p.lease,
             worker = p_worker,
             started_at = v_now
-        FROM unnest(v_ids, v_leases) AS p(id, lease)
+        FROM unnest(v_ids, v_leases, v_parked) AS p(id, lease, parked)
         WHERE j.id = p.id
         RETURNING j.*
     )
@@ -228,7 +216,8 @@ BEGIN
     WITH held AS (
         SELECT * FROM jobq._lock_ready(take.queue, take.n)
     ), done AS (
-        SELECT count(*) FROM jobq._finish(ARRAY(SELECT h.id FROM held AS h), NULL, 'completed', NULL, true)
+        SELECT count(*) FROM jobq._finish(p_ids => ARRAY(SELECT h.id FROM held AS h), p_lease_tokens => NULL,
+                                               p_status => 'completed', p_error => NULL, p_held => true)
     )
     SELECT h.* FROM held AS h, done ORDER BY h.priority, h.run_at, h.id;
 END

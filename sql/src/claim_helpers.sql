@@ -166,8 +166,8 @@ $$;
 COMMENT ON FUNCTION jobq._crowded_queues(text[], timestamptz) IS
     'The plain queues whose claim index starts with a lease older than 50 ms (and than the transaction): their claims park.';
 
-CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
-RETURNS TABLE (id bigint, lease interval)
+CREATE FUNCTION jobq._queue_slots(p_queue text, p_n integer, p_now timestamptz,
+                                  OUT slots integer, OUT lease interval, OUT rated boolean)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -176,82 +176,118 @@ SET enable_sort = off
 SET enable_bitmapscan = off
 AS $$
 DECLARE
-    v_queue text;
-    v_settings jobq._queue;
-    v_now timestamptz := p_now;   -- the start time the rate limit counts (the claim's started_at)
-    v_names text[] := '{}';
-    v_leases interval[] := '{}';
-    v_allow integer[] := '{}';
-    v_rated text[] := '{}';
-    v_slots integer;
-    v_ids bigint[];
-    v_grouped boolean;
+    v_settings jobq._queue := jobq._settings(p_queue);
 BEGIN
-    -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
-    -- p_queues, most urgent first, that may start now: the queue is not
-    -- paused, has a free concurrency slot and rate budget, and the job heads
-    -- its serial group. A limited queue's slots are counted under a row lock
-    -- on its own jobq._queue row, taken with SKIP LOCKED (a busy queue
-    -- yields no jobs, never a wait, and a crashed claimer's lock vanishes
-    -- with its transaction; only jobq's roles can lock that row, where any
-    -- role can take an advisory lock); each count runs in a statement that
-    -- starts after the lock, so it sees every claim that committed before.
-    -- Group heads are row-locked (SKIP LOCKED) and re-checked after the
-    -- locks. A group's order is among its due jobs: a member scheduled for
-    -- later that never started does not hold back the members after it (a
-    -- retry waiting for its backoff, a snoozed or a waiting member does),
-    -- and one that goes ahead also locks the group's oldest member
-    -- (jobq._lock_group_head), so that no two members ever run at once. The
-    -- jobs this path leases are parked, so the count of a queue's
-    -- running jobs is an index scan (waiting jobs are parked too, and
-    -- skipped). Records the starts of rate-limited queues at p_now, which
-    -- the caller also stamps on the jobs as started_at. Jobs taken earlier in
-    -- this transaction (take, hold) count as running. Plans pinned as
-    -- jobq._claim's (no sort, no bitmap scan of the backlog).
-    PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
-    FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
-                   ORDER BY u.name, u.ord LOOP
-        v_settings := jobq._settings(v_queue);
-        v_slots := p_n;
-        IF v_settings.paused THEN
-            v_slots := 0;
-        ELSIF v_settings.concurrency IS NOT NULL OR v_settings.rate_limit IS NOT NULL THEN
-            PERFORM FROM jobq._queue AS q WHERE q.queue = v_queue FOR NO KEY UPDATE SKIP LOCKED;
-            IF NOT FOUND THEN
-                v_slots := 0;   -- another claimer is counting this queue's slots right now
-            END IF;
+    -- How many of p_n jobs jobq._pick may start now in queue p_queue
+    -- (slots), under which lease setting, and whether the queue is rate
+    -- limited (rated: the caller records the starts at p_now). None when
+    -- paused, or when another claimer is counting this queue's slots: a
+    -- limited queue's slots are counted under a row lock on its own
+    -- jobq._queue row, taken with SKIP LOCKED (a busy queue yields no jobs,
+    -- never a wait, and a crashed claimer's lock vanishes with its
+    -- transaction; only jobq's roles can lock that row, where any role can
+    -- take an advisory lock); each count runs in a statement that starts
+    -- after the lock, so it sees every claim that committed before. Jobs
+    -- taken earlier in this transaction (take, hold) count as running.
+    slots := p_n;
+    lease := v_settings.lease;
+    rated := v_settings.rate_limit IS NOT NULL;
+    IF v_settings.paused THEN
+        slots := 0;
+    ELSIF v_settings.concurrency IS NOT NULL OR v_settings.rate_limit IS NOT NULL THEN
+        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            slots := 0;   -- another claimer is counting this queue's slots right now
         END IF;
-        IF v_slots > 0 AND v_settings.concurrency IS NOT NULL THEN
-            SELECT least(v_slots, v_settings.concurrency - count(*)
-                                  - jobq._taken_in_transaction(v_queue))::integer INTO v_slots
-            FROM jobq._job AS j
-            WHERE j.queue = v_queue AND j.parked AND j.status = 'running';
-        END IF;
-        IF v_slots > 0 AND v_settings.rate_limit IS NOT NULL THEN
-            DELETE FROM jobq._rate_start AS r
-            WHERE r.queue = v_queue AND r.started_at <= v_now - v_settings.rate_interval;
-            SELECT least(v_slots, v_settings.rate_limit - coalesce(sum(r.n), 0))::integer INTO v_slots
-            FROM jobq._rate_start AS r
-            WHERE r.queue = v_queue AND r.started_at > v_now - v_settings.rate_interval;
-            v_rated := v_rated || v_queue;
-        END IF;
-        v_names := v_names || v_queue;
-        v_leases := v_leases || coalesce(p_lease, v_settings.lease);
-        v_allow := v_allow || greatest(v_slots, 0);
-    END LOOP;
+    END IF;
+    IF slots > 0 AND v_settings.concurrency IS NOT NULL THEN
+        SELECT least(slots, v_settings.concurrency - count(*) - jobq._taken_in_transaction(p_queue))::integer
+        INTO slots
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND j.parked AND j.status = 'running';
+    END IF;
+    IF slots > 0 AND v_settings.rate_limit IS NOT NULL THEN
+        DELETE FROM jobq._rate_start AS r
+        WHERE r.queue = p_queue AND r.started_at <= p_now - v_settings.rate_interval;
+        SELECT least(slots, v_settings.rate_limit - coalesce(sum(r.n), 0))::integer INTO slots
+        FROM jobq._rate_start AS r
+        WHERE r.queue = p_queue AND r.started_at > p_now - v_settings.rate_interval;
+    ELSE
+        rated := false;
+    END IF;
+    slots := greatest(slots, 0);
+END
+$$;
+COMMENT ON FUNCTION jobq._queue_slots(text, integer, timestamptz) IS
+    'How many jobs jobq._pick may start now in a queue (pause, concurrency, rate limit), its lease, whether rate limited.';
 
-    -- Candidates: per queue, its most urgent unlocked ready rows (one index
-    -- scan each); a serial-group job only when it heads its group's due
-    -- members and none runs (its row lock makes this transaction the group's
-    -- only claimer of it).
+CREATE FUNCTION jobq._group_heads_only(p_ids bigint[], p_leases interval[], p_queues text[],
+                                       OUT ids bigint[], OUT leases interval[], OUT queues text[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+BEGIN
+    -- Of the jobs jobq._pick chose and row-locked (p_ids, with their leases
+    -- and queues, in claim order), those that still head their serial group
+    -- (or have none), checked again with a snapshot taken after the row
+    -- locks: a claim of the same group that committed meanwhile is now
+    -- visible. A job that goes ahead of older members not due yet also locks
+    -- the group's oldest one (jobq._lock_group_head): every claim of the
+    -- group locks that same row.
+    SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+    INTO ids, leases, queues
+    FROM unnest(p_ids, p_leases, p_queues) WITH ORDINALITY AS u(id, lease, queue, ord)
+    JOIN jobq._job AS j ON j.id = u.id
+    WHERE j.group_key IS NULL
+       OR NOT EXISTS (SELECT FROM jobq._job AS g
+                      WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
+                        AND (g.status = 'running'
+                             OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
+                                                      AND g.started_at IS NULL))));
+    SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
+    INTO ids, leases, queues
+    FROM unnest(ids, leases, queues) WITH ORDINALITY AS u(id, lease, queue, ord)
+    JOIN jobq._job AS j ON j.id = u.id
+    WHERE j.group_key IS NULL OR jobq._lock_group_head(j.queue, j.group_key, j.id);
+END
+$$;
+COMMENT ON FUNCTION jobq._group_heads_only(bigint[], interval[], text[]) IS
+    'Of the jobs jobq._pick locked, those that still head their serial group (re-checked after the locks).';
+
+CREATE FUNCTION jobq._pick_candidates(p_names text[], p_slots integer[], p_leases interval[], p_n integer,
+                                       OUT ids bigint[], OUT leases interval[], OUT queues text[],
+                                       OUT grouped boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+BEGIN
+    -- jobq._pick's candidates, row-locked (SKIP LOCKED): up to p_n jobs
+    -- across the queues p_names, at most p_slots[i] of queue i, most urgent
+    -- first (priority, run_at, id), with each queue's lease (p_leases), and
+    -- whether any belongs to a serial group (the caller re-checks those
+    -- after the locks: jobq._group_heads_only). Per queue, its most urgent
+    -- unlocked ready rows (one index scan each); a serial-group job only
+    -- when it heads its group's due members and none runs (its row lock
+    -- makes this transaction the group's only claimer of it). The group-head
+    -- test is written here and in jobq._group_heads_only: inline, the
+    -- planner runs it as an index probe per candidate; a helper function
+    -- would cost a call per candidate row.
     SELECT array_agg(c.id ORDER BY c.priority, c.run_at, c.id),
            array_agg(c.lease ORDER BY c.priority, c.run_at, c.id),
            array_agg(c.queue ORDER BY c.priority, c.run_at, c.id),
            coalesce(bool_or(c.grouped), false)
-    INTO v_ids, v_leases, v_names, v_grouped
+    INTO ids, leases, queues, grouped
     FROM (
         SELECT c.id, c.priority, c.run_at, c.grouped, q.name AS queue, q.lease
-        FROM unnest(v_names, v_allow, v_leases) AS q(name, slots, lease),
+        FROM unnest(p_names, p_slots, p_leases) AS q(name, slots, lease),
              LATERAL (
                  SELECT j.id, j.priority, j.run_at, j.group_key IS NOT NULL AS grouped
                  FROM jobq._job AS j
@@ -270,27 +306,64 @@ BEGIN
         ORDER BY c.priority, c.run_at, c.id
         LIMIT p_n
     ) AS c;
+END
+$$;
+COMMENT ON FUNCTION jobq._pick_candidates(text[], integer[], interval[], integer) IS
+    'jobq._pick''s candidates: up to n ready jobs across queues within each queue''s slots, most urgent first, row-locked.';
+
+CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
+RETURNS TABLE (id bigint, lease interval)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+    v_queue text;
+    v_slots record;
+    v_now timestamptz := p_now;   -- the start time the rate limit counts (the claim's started_at)
+    v_names text[] := '{}';
+    v_leases interval[] := '{}';
+    v_allow integer[] := '{}';
+    v_rated text[] := '{}';
+    v_ids bigint[];
+    v_grouped boolean;
+BEGIN
+    -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
+    -- p_queues, most urgent first, that may start now: the queue is not
+    -- paused, has a free concurrency slot and rate budget, and the job heads
+    -- its serial group. Each queue's budget: jobq._queue_slots. Group heads
+    -- are row-locked (SKIP LOCKED) and re-checked after the locks
+    -- (jobq._group_heads_only). A group's order is among its due jobs: a member scheduled for
+    -- later that never started does not hold back the members after it (a
+    -- retry waiting for its backoff, a snoozed or a waiting member does),
+    -- and one that goes ahead also locks the group's oldest member
+    -- (jobq._lock_group_head), so that no two members ever run at once. The
+    -- jobs this path leases are parked, so the count of a queue's
+    -- running jobs is an index scan (waiting jobs are parked too, and
+    -- skipped). Records the starts of rate-limited queues at p_now, which
+    -- the caller also stamps on the jobs as started_at. Plans pinned as
+    -- jobq._claim's (no sort, no bitmap scan of the backlog).
+    PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
+    FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
+                   ORDER BY u.name, u.ord LOOP
+        v_slots := jobq._queue_slots(p_queue => v_queue, p_n => p_n, p_now => v_now);
+        IF v_slots.rated THEN
+            v_rated := v_rated || v_queue;
+        END IF;
+        v_names := v_names || v_queue;
+        v_leases := v_leases || coalesce(p_lease, v_slots.lease);
+        v_allow := v_allow || v_slots.slots;
+    END LOOP;
+
+    SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_names, v_grouped
+    FROM jobq._pick_candidates(p_names => v_names, p_slots => v_allow, p_leases => v_leases, p_n => p_n) AS c;
 
     IF v_grouped THEN
-        -- Re-check group heads with a snapshot taken after the row locks: a
-        -- claim of the same group that committed meanwhile is now visible.
-        SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
-        INTO v_ids, v_leases, v_names
-        FROM unnest(v_ids, v_leases, v_names) WITH ORDINALITY AS u(id, lease, queue, ord)
-        JOIN jobq._job AS j ON j.id = u.id
-        WHERE j.group_key IS NULL
-           OR NOT EXISTS (SELECT FROM jobq._job AS g
-                          WHERE g.queue = j.queue AND g.group_key = j.group_key AND g.id <> j.id
-                            AND (g.status = 'running'
-                                 OR (g.id < j.id AND NOT (g.status = 'ready' AND g.run_at > now()
-                                                          AND g.started_at IS NULL))));
-        -- A job that goes ahead of older members not due yet also locks the
-        -- group's oldest one: every claim of the group locks that same row.
-        SELECT array_agg(u.id ORDER BY u.ord), array_agg(u.lease ORDER BY u.ord), array_agg(u.queue ORDER BY u.ord)
-        INTO v_ids, v_leases, v_names
-        FROM unnest(v_ids, v_leases, v_names) WITH ORDINALITY AS u(id, lease, queue, ord)
-        JOIN jobq._job AS j ON j.id = u.id
-        WHERE j.group_key IS NULL OR jobq._lock_group_head(j.queue, j.group_key, j.id);
+        SELECT g.ids, g.leases, g.queues INTO v_ids, v_leases, v_names
+        FROM jobq._group_heads_only(p_ids => v_ids, p_leases => v_leases, p_queues => v_names) AS g;
     END IF;
 
     IF cardinality(v_rated) > 0 THEN

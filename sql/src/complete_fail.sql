@@ -31,12 +31,59 @@ BEGIN
                        FROM unnest(complete_held.ids) WITH ORDINALITY AS u(id, ord) ORDER BY u.ord);
     END IF;
     SELECT count(*) INTO v_done
-    FROM jobq._finish(v_ids, NULL, 'completed', NULL, true, complete_held.results);
+    FROM jobq._finish(p_ids => v_ids, p_lease_tokens => NULL, p_status => 'completed', p_error => NULL,
+                      p_held => true, p_results => complete_held.results);
     RETURN v_done;
 END
 $$;
 COMMENT ON FUNCTION jobq.complete_held(bigint[], jsonb[]) IS
     'Marks jobs held by this transaction done (on commit), with their results; returns how many; never waits for another holder.';
+
+CREATE FUNCTION jobq._retry_or_bury(p_job jobq._job, p_attempt integer, p_error text, p_worker text,
+                                    p_retry_at timestamptz, p_held boolean)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_settings jobq._queue;
+BEGIN
+    -- The failed attempt p_attempt of p_job, which the caller has locked
+    -- (jobq.fail: under its lease; jobq.fail_held: held by this transaction,
+    -- p_held, and this is its attempt): counted, its error (p_error, already
+    -- bounded) kept in the job's history under p_worker; then dead letter
+    -- when that was its last attempt, else ready again after exponential
+    -- backoff with jitter (or at p_retry_at), unleased, and its queue's
+    -- workers woken (a freed concurrency slot or group, or a retry already due).
+    INSERT INTO jobq._counter (queue, bucket, failed) VALUES (p_job.queue, date_trunc('minute', now()), 1);
+    PERFORM jobq._record_errors(p_ids => ARRAY[p_job.id], p_attempts => ARRAY[p_attempt],
+                                p_errors => ARRAY[p_error], p_workers => ARRAY[p_worker]);
+    IF p_attempt >= p_job.max_attempts THEN
+        PERFORM jobq._finish(p_ids => ARRAY[p_job.id], p_lease_tokens => ARRAY[p_job.lease_token],
+                             p_status => 'dead', p_error => p_error, p_held => p_held);
+        RETURN;
+    END IF;
+    v_settings := jobq._settings(p_job.queue);
+    UPDATE jobq._job AS j
+    SET status = 'ready',
+        parked = false,
+        attempts = p_attempt,
+        run_at = coalesce(p_retry_at,
+                          now() + jobq._backoff_delay(p_attempt, v_settings.backoff_base,
+                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
+                                                      random())),
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        heartbeat_at = NULL,
+        last_error = p_error,
+        worker = p_worker,
+        started_at = CASE WHEN p_held THEN clock_timestamp() ELSE j.started_at END
+    WHERE j.id = p_job.id;
+    PERFORM pg_notify('jobq', p_job.queue);
+END
+$$;
+COMMENT ON FUNCTION jobq._retry_or_bury(jobq._job, integer, text, text, timestamptz, boolean) IS
+    'A failed attempt of a locked job, for fail and fail_held: counted, its error kept, then dead letter or a retry after backoff.';
 
 CREATE FUNCTION jobq.fail_held(id bigint, error text, retry_at timestamptz DEFAULT NULL) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -45,7 +92,6 @@ SET lock_timeout = '5s'
 AS $$
 DECLARE
     v_job jobq._job;
-    v_settings jobq._queue;
     v_error text := jobq._error_text(fail_held.error);
 BEGIN
     -- Record a failed attempt of a job this transaction holds (jobq.hold):
@@ -76,24 +122,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    INSERT INTO jobq._counter (queue, bucket, failed) VALUES (v_job.queue, date_trunc('minute', now()), 1);
-    PERFORM jobq._record_errors(ARRAY[v_job.id], ARRAY[v_job.attempts + 1], ARRAY[v_error], ARRAY[session_user::text]);
-    IF v_job.attempts + 1 >= v_job.max_attempts THEN
-        PERFORM jobq._finish(ARRAY[v_job.id], NULL, 'dead', v_error, true);
-        RETURN true;
-    END IF;
-    v_settings := jobq._settings(v_job.queue);
-    UPDATE jobq._job AS j
-    SET attempts = j.attempts + 1,
-        run_at = coalesce(fail_held.retry_at,
-                          now() + jobq._backoff_delay(v_job.attempts + 1, v_settings.backoff_base,
-                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
-                                                      random())),
-        last_error = v_error,
-        worker = session_user,
-        started_at = clock_timestamp()
-    WHERE j.id = v_job.id;
-    PERFORM pg_notify('jobq', v_job.queue);
+    PERFORM jobq._retry_or_bury(p_job => v_job, p_attempt => v_job.attempts + 1, p_error => v_error,
+                                p_worker => session_user, p_retry_at => fail_held.retry_at, p_held => true);
     RETURN true;
 END
 $$;
@@ -114,12 +144,13 @@ BEGIN
     PERFORM jobq._check_lease_args(complete.id, complete.lease_token);
     IF complete.result IS NULL THEN
         RETURN EXISTS (
-            SELECT FROM jobq._finish(ARRAY[complete.id], ARRAY[complete.lease_token], 'completed', NULL));
+            SELECT FROM jobq._finish(p_ids => ARRAY[complete.id], p_lease_tokens => ARRAY[complete.lease_token],
+                                     p_status => 'completed', p_error => NULL));
     END IF;
     PERFORM jobq._check_results(ARRAY[complete.id], ARRAY[complete.result]);
     RETURN EXISTS (
-        SELECT FROM jobq._finish(ARRAY[complete.id], ARRAY[complete.lease_token], 'completed', NULL, false,
-                                 ARRAY[complete.result]));
+        SELECT FROM jobq._finish(p_ids => ARRAY[complete.id], p_lease_tokens => ARRAY[complete.lease_token],
+                                 p_status => 'completed', p_error => NULL, p_results => ARRAY[complete.result]));
 END
 $$;
 COMMENT ON FUNCTION jobq.complete(bigint, uuid, jsonb) IS
@@ -162,7 +193,8 @@ BEGIN
         PERFORM jobq._check_results(complete_many.ids, complete_many.results);
     END IF;
     SELECT count(*) INTO v_done
-    FROM jobq._finish(complete_many.ids, complete_many.lease_tokens, 'completed', NULL, false, complete_many.results);
+    FROM jobq._finish(p_ids => complete_many.ids, p_lease_tokens => complete_many.lease_tokens, p_status => 'completed',
+                      p_error => NULL, p_results => complete_many.results);
     RETURN v_done;
 END
 $$;
@@ -177,7 +209,6 @@ SET lock_timeout = '5s'
 AS $$
 DECLARE
     v_job jobq._job;
-    v_settings jobq._queue;
     v_error text := jobq._error_text(fail.error);
 BEGIN
     -- Record a failed attempt of a job held under lease_token: retry after
@@ -196,29 +227,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    INSERT INTO jobq._counter (queue, bucket, failed) VALUES (v_job.queue, date_trunc('minute', now()), 1);
-    PERFORM jobq._record_errors(ARRAY[v_job.id], ARRAY[v_job.attempts], ARRAY[v_error], ARRAY[v_job.worker]);
-
-    IF v_job.attempts >= v_job.max_attempts THEN
-        PERFORM jobq._finish(ARRAY[v_job.id], ARRAY[v_job.lease_token], 'dead', v_error);
-        RETURN true;
-    END IF;
-
-    v_settings := jobq._settings(v_job.queue);
-    UPDATE jobq._job AS j
-    SET status = 'ready',
-        parked = false,
-        run_at = coalesce(fail.retry_at,
-                          now() + jobq._backoff_delay(v_job.attempts, v_settings.backoff_base,
-                                                      v_settings.backoff_cap, v_settings.backoff_jitter,
-                                                      random())),
-        lease_token = NULL,
-        lease_expires_at = NULL,
-        heartbeat_at = NULL,
-        last_error = v_error
-    WHERE j.id = v_job.id;
-    -- A freed concurrency slot or group, or a retry already due: let workers look.
-    PERFORM pg_notify('jobq', v_job.queue);
+    PERFORM jobq._retry_or_bury(p_job => v_job, p_attempt => v_job.attempts, p_error => v_error,
+                                p_worker => v_job.worker, p_retry_at => fail.retry_at, p_held => false);
     RETURN true;
 END
 $$;

@@ -103,25 +103,12 @@ BEGIN
             AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
             AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
             AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
-        PERFORM jobq._check_queue(enqueue_many.queue, 'queue');
-        IF enqueue_many.payloads IS NULL THEN
-            RAISE EXCEPTION 'jobq: payloads must not be NULL'
-                USING ERRCODE = 'JQ002', HINT = 'Pass an array of JSON objects, e.g. ARRAY[''{"a":1}'']::jsonb[].';
-        END IF;
-        IF array_ndims(enqueue_many.payloads) > 1 THEN
-            RAISE EXCEPTION 'jobq: payloads must be a one-dimensional array, got % dimensions %',
-                    array_ndims(enqueue_many.payloads), array_dims(enqueue_many.payloads)
-                USING ERRCODE = 'JQ002',
-                      HINT = 'Pass a list of JSON objects, e.g. ARRAY[''{"a":1}'', ''{"a":2}'']::jsonb[].';
-        END IF;
-        PERFORM jobq._check_batch(v_n, 'cardinality(payloads)', 100000);
-        PERFORM jobq._check_time(enqueue_many.run_at, 'run_at');
-        PERFORM jobq._check_job_options(enqueue_many.priority, enqueue_many.max_attempts);
-        PERFORM jobq._check_job_key(enqueue_many.group_key, 'group_key');
-        PERFORM jobq._check_interval(enqueue_many.timeout, 'timeout', interval '1 second', interval '1 day');
-        PERFORM jobq._check_unique_for(enqueue_many.unique_for, enqueue_many.job_keys IS NOT NULL, 'job_keys');
-        PERFORM jobq._check_dependencies(coalesce(enqueue_many.depends_on, '{}'), 'depends_on',
-                                         enqueue_many.on_parent_failure);
+        PERFORM jobq._check_enqueue_many_args(
+            p_queue => enqueue_many.queue, p_payloads => enqueue_many.payloads, p_run_at => enqueue_many.run_at,
+            p_priority => enqueue_many.priority, p_max_attempts => enqueue_many.max_attempts,
+            p_job_keys => enqueue_many.job_keys, p_group_key => enqueue_many.group_key,
+            p_timeout => enqueue_many.timeout, p_unique_for => enqueue_many.unique_for,
+            p_depends_on => enqueue_many.depends_on, p_on_parent_failure => enqueue_many.on_parent_failure);
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
@@ -178,24 +165,7 @@ BEGIN
         RETURN;
     END IF;
 
-    IF array_ndims(enqueue_many.job_keys) > 1 THEN
-        RAISE EXCEPTION 'jobq: job_keys must be a one-dimensional array, got % dimensions %',
-                array_ndims(enqueue_many.job_keys), array_dims(enqueue_many.job_keys)
-            USING ERRCODE = 'JQ009', HINT = 'Pass a list of keys (or NULLs), one per payload.';
-    END IF;
-    IF cardinality(enqueue_many.job_keys) <> v_n THEN
-        RAISE EXCEPTION 'jobq: job_keys has % elements but payloads has %', cardinality(enqueue_many.job_keys), v_n
-            USING ERRCODE = 'JQ009', HINT = 'Pass one key (or NULL) per payload, or job_keys => NULL.';
-    END IF;
-    -- Pair payloads and keys by position with unnest, not by subscript:
-    -- arrays may start at another index than 1 (e.g. '[0:1]={...}').
-    FOR v_item IN
-        SELECT x.job_key, x.ord
-        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
-    LOOP
-        PERFORM jobq._check_job_key(v_item.job_key,
-                                    format('job_keys[%s]', array_lower(enqueue_many.job_keys, 1) + v_item.ord - 1));
-    END LOOP;
+    PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
     FOR v_item IN
         SELECT x.payload, x.job_key
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)

@@ -81,3 +81,67 @@ END
 $$;
 COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean) IS
     'Inserts one validated job (ready, and NOTIFYs; or waiting for parents), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';
+
+CREATE FUNCTION jobq._check_enqueue_many_args(
+    p_queue text, p_payloads jsonb[], p_run_at timestamptz, p_priority integer, p_max_attempts integer,
+    p_job_keys text[], p_group_key text, p_timeout interval, p_unique_for interval, p_depends_on bigint[],
+    p_on_parent_failure text
+) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise the JQ error of the first bad argument of jobq.enqueue_many, all
+    -- but the payloads' elements and the job keys (checked where they are
+    -- used): the checks that name the bad argument, which enqueue_many runs
+    -- only when its fast check (jobq._enqueue_args_ok and the rest of its
+    -- one expression) says no.
+    PERFORM jobq._check_queue(p_queue, 'queue');
+    IF p_payloads IS NULL THEN
+        RAISE EXCEPTION 'jobq: payloads must not be NULL'
+            USING ERRCODE = 'JQ002', HINT = 'Pass an array of JSON objects, e.g. ARRAY[''{"a":1}'']::jsonb[].';
+    END IF;
+    IF array_ndims(p_payloads) > 1 THEN
+        RAISE EXCEPTION 'jobq: payloads must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_payloads), array_dims(p_payloads)
+            USING ERRCODE = 'JQ002',
+                  HINT = 'Pass a list of JSON objects, e.g. ARRAY[''{"a":1}'', ''{"a":2}'']::jsonb[].';
+    END IF;
+    PERFORM jobq._check_batch(cardinality(p_payloads), 'cardinality(payloads)', 100000);
+    PERFORM jobq._check_time(p_run_at, 'run_at');
+    PERFORM jobq._check_job_options(p_priority, p_max_attempts);
+    PERFORM jobq._check_job_key(p_group_key, 'group_key');
+    PERFORM jobq._check_interval(p_timeout, 'timeout', interval '1 second', interval '1 day');
+    PERFORM jobq._check_unique_for(p_unique_for, p_job_keys IS NOT NULL, 'job_keys');
+    PERFORM jobq._check_dependencies(coalesce(p_depends_on, '{}'), 'depends_on', p_on_parent_failure);
+END
+$$;
+COMMENT ON FUNCTION jobq._check_enqueue_many_args(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text) IS
+    'Raises the JQ error of the first bad argument of enqueue_many (but payload elements and job keys).';
+
+CREATE FUNCTION jobq._check_job_keys(p_job_keys text[], p_n integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_item record;
+BEGIN
+    -- Raise JQ009 unless p_job_keys is a list of p_n keys (or NULLs), each
+    -- NULL or 1 to 512 characters; a bad key is named by its own subscript
+    -- (arrays may start at another index than 1, e.g. '[0:1]={...}').
+    IF array_ndims(p_job_keys) > 1 THEN
+        RAISE EXCEPTION 'jobq: job_keys must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_job_keys), array_dims(p_job_keys)
+            USING ERRCODE = 'JQ009', HINT = 'Pass a list of keys (or NULLs), one per payload.';
+    END IF;
+    IF cardinality(p_job_keys) <> p_n THEN
+        RAISE EXCEPTION 'jobq: job_keys has % elements but payloads has %', cardinality(p_job_keys), p_n
+            USING ERRCODE = 'JQ009', HINT = 'Pass one key (or NULL) per payload, or job_keys => NULL.';
+    END IF;
+    FOR v_item IN SELECT x.job_key, x.ord FROM unnest(p_job_keys) WITH ORDINALITY AS x(job_key, ord) LOOP
+        PERFORM jobq._check_job_key(v_item.job_key, format('job_keys[%s]', array_lower(p_job_keys, 1) + v_item.ord - 1));
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_job_keys(text[], integer) IS
+    'Raises JQ009 for job_keys that are not one key (or NULL) per payload, each NULL or 1 to 512 characters.';

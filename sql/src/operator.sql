@@ -181,7 +181,8 @@ BEGIN
     IF cancel.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
-    RETURN EXISTS (SELECT FROM jobq._finish(ARRAY[cancel.id], NULL, 'cancelled', 'cancelled by ' || session_user));
+    RETURN EXISTS (SELECT FROM jobq._finish(p_ids => ARRAY[cancel.id], p_lease_tokens => NULL, p_status => 'cancelled',
+                                                 p_error => 'cancelled by ' || session_user));
 END
 $$;
 COMMENT ON FUNCTION jobq.cancel(bigint) IS
@@ -212,17 +213,17 @@ BEGIN
     END IF;
     SELECT count(*) INTO v_cancelled
     FROM jobq._finish(
-        ARRAY(SELECT j.id FROM jobq._job AS j
-              WHERE j.queue = cancel_jobs.queue
-                AND CASE cancel_jobs.status
-                        WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
-                        WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
-                        WHEN 'running' THEN j.status = 'running'
-                        WHEN 'waiting' THEN j.status = 'waiting'
-                        ELSE true END
-                AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
-              ORDER BY j.id),
-        NULL, 'cancelled', 'cancelled by ' || session_user);
+        p_ids => ARRAY(SELECT j.id FROM jobq._job AS j
+                       WHERE j.queue = cancel_jobs.queue
+                         AND CASE cancel_jobs.status
+                                 WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
+                                 WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
+                                 WHEN 'running' THEN j.status = 'running'
+                                 WHEN 'waiting' THEN j.status = 'waiting'
+                                 ELSE true END
+                         AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
+                       ORDER BY j.id),
+        p_lease_tokens => NULL, p_status => 'cancelled', p_error => 'cancelled by ' || session_user);
     RETURN v_cancelled;
 END
 $$;

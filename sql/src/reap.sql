@@ -80,7 +80,7 @@ BEGIN
         UPDATE jobq._job AS j
         SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
         WHERE j.id = ANY (v_dead);
-        PERFORM jobq._finish(v_dead, NULL, 'dead', NULL);
+        PERFORM jobq._finish(p_ids => v_dead, p_lease_tokens => NULL, p_status => 'dead', p_error => NULL);
     END IF;
     -- Leases in place held for over 10 seconds (a worker that never
     -- heart-beats) leave the claim index too, so claims do not step over

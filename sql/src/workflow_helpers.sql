@@ -92,10 +92,10 @@ BEGIN
         GROUP BY c.cause
     LOOP
         v_cancelled := v_cancelled || ARRAY(
-            SELECT jobq._finish(v_cause.ids, NULL, 'cancelled',
-                                format('cancelled: ancestor job %s %s', v_cause.cause,
-                                       CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
-                                false, NULL, v_cause.cause));
+            SELECT jobq._finish(p_ids => v_cause.ids, p_lease_tokens => NULL, p_status => 'cancelled',
+                                p_error => format('cancelled: ancestor job %s %s', v_cause.cause,
+                                                  CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
+                                p_cause => v_cause.cause));
     END LOOP;
     WITH released AS (
         UPDATE jobq._job AS j
@@ -178,10 +178,10 @@ BEGIN
             ORDER BY r.root
         LOOP
             v_doomed := v_doomed || ARRAY(
-                SELECT jobq._finish(v_cause.ids, NULL, 'cancelled',
-                                    format('cancelled: ancestor job %s %s', v_cause.cause,
-                                           CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
-                                    false, NULL, v_cause.cause));
+                SELECT jobq._finish(p_ids => v_cause.ids, p_lease_tokens => NULL, p_status => 'cancelled',
+                                    p_error => format('cancelled: ancestor job %s %s', v_cause.cause,
+                                                      CASE v_cause.fate WHEN 'cancelled' THEN 'was cancelled' ELSE 'is dead' END),
+                                    p_cause => v_cause.cause));
         END LOOP;
     END IF;
     WITH counted AS (

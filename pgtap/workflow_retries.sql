@@ -1,4 +1,4 @@
--- jobq 0.6.0: retries, pruning and discarding around dependencies. A job
+-- Workflows: retries, pruning and discarding around dependencies. A job
 -- never runs before its parents completed: a retried job with parents goes
 -- through its gate again, and a dead or cancelled parent is not forgotten
 -- (a parent jobq forgot counts as completed) while a child of it is known.

@@ -1,4 +1,4 @@
--- jobq 0.7.0: the history of finished jobs partitioned by expiry day.
+-- The history of finished jobs (since 0.7.0), partitioned by expiry day.
 -- jobq._job_archive is partitioned by range of prune_after, with the default
 -- partition jobq._job_archive_kept; jobq.prune() creates the day partitions
 -- ahead, drops a partition whole once its day has passed (with its jobs'

@@ -1,5 +1,5 @@
--- jobq 0.8.0: a claim of a plain queue parks its leases when the queue is
--- crowded with leases — the first due entry of its claim index is a job
+-- Crowded queues (since 0.8.0): a claim of a plain queue parks its leases
+-- when the queue is crowded with leases — the first due entry of its claim index is a job
 -- leased before the claiming transaction began and over 50 ms before the
 -- claim (jobq._crowded_queues) — and leases in place (HOT, unparked)
 -- otherwise. The whole file is one transaction: leases taken in it are never

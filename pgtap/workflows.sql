@@ -1,4 +1,4 @@
--- jobq 0.6.0 workflows: dependencies (depends_on, on_parent_failure, the
+-- Workflows (since 0.6.0): dependencies (depends_on, on_parent_failure, the
 -- waiting state, release, cancel cascade and its undoing by retry), results
 -- (complete's result, result(), status(), parent_results(), result_retention,
 -- what prune keeps), batch callbacks (enqueue_callback), and every bad input

@@ -1,4 +1,4 @@
--- jobq 0.9.0: per-queue privileges (opt-in). jobq.grant_queue(role,
+-- Per-queue privileges (since 0.9.0, opt-in). jobq.grant_queue(role,
 -- queue_pattern, privilege) lets a role produce, consume or read on the
 -- queues a pattern matches (a queue name, or a prefix followed by *); a
 -- queue that grants of a privilege match allows it only to their roles (and

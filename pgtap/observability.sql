@@ -1,4 +1,4 @@
--- jobq 0.5.0 on every install path (psql, extension, extension upgraded):
+-- What jobq shows of itself (since 0.5.0):
 -- the jobq_viewer role, jobq.metrics(), the error history (jobq.job_errors),
 -- heartbeat_at, the workers and throughput views, run_now, and the indexes
 -- that keep jobq.jobs paging on an index on both of its halves.
@@ -257,7 +257,7 @@ SELECT throws_ok($$SELECT pg_temp.as_role('jobq_viewer', 'SELECT count(*) FROM j
                  'jobq_viewer: reading jobq._job_error is denied');
 
 -- paging jobq.jobs: an index on both halves -------------------------------------------------------
--- (since 0.7.0 each partition of the archive has them; v070.sql checks a day's)
+-- (since 0.7.0 each partition of the archive has them; archive_partitions.sql checks a day's)
 SELECT has_index('jobq', '_job_archive_kept', '_job_archive_kept_queue_idx', ARRAY['queue', 'id'],
                  'the archive (its default partition) has an index on (queue, id)');
 SELECT has_index('jobq', '_job_archive_kept', '_job_archive_kept_key_idx', ARRAY['queue', 'job_key', 'id'],

@@ -1,7 +1,7 @@
--- jobq 0.4.0 on every install path (psql, extension, extension upgraded):
--- timeouts, unique_for, worker-run periodic jobs, cancel_jobs/discard_dead,
--- lease tokens as text, untyped queue arrays, fixed-length durations, limits
--- no session setting can change, and what the views say.
+-- Job and queue options and their verbs (since 0.4.0): timeouts, unique_for,
+-- worker-run periodic jobs, cancel_jobs/discard_dead, lease tokens as text,
+-- untyped queue arrays, fixed-length durations, limits no session setting
+-- can change, and what the views say of them.
 BEGIN;
 SELECT plan(37);
 

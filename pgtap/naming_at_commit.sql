@@ -1,5 +1,5 @@
--- jobq 0.9.0: naming a job (depends_on, enqueue_callback's members, watch)
--- locks and writes nothing of it before the naming transaction commits. The
+-- Naming a job at commit (since 0.9.0): naming a job (depends_on,
+-- enqueue_callback's members, watch) locks and writes nothing of it before the naming transaction commits. The
 -- call leaves a row in jobq._at_commit; a deferred constraint trigger runs
 -- jobq._settle_at_commit at COMMIT, which flags the named jobs and counts the
 -- waiting children's gates again. This file is one transaction that never
