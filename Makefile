@@ -29,7 +29,7 @@ install:
 	@echo "PGXS not found: install postgresql-server-dev-15 (make deps) first" >&2; exit 1
 endif
 
-.PHONY: install-announce demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop docs clean-venv \
+.PHONY: install-announce demo test check test-pgtap test-pytest lint bench chaos deps venv db-start db-stop docs clean-venv \
         screenshots
 
 # --- the SQL scripts, assembled from sql/src/ (sql/src/README.md) -------
@@ -57,13 +57,40 @@ venv: $(PY)
 demo: deps venv
 	$(PY) -m pyqueue demo
 
-test: deps venv install lint test-pgtap test-pytest
+# pytest in PYTEST_WORKERS processes (pytest-xdist), each with its own
+# PostgreSQL server (tests/conftest.py); most tests wait on processes, leases
+# and timers, so more workers than cores pays. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 4
+PYTEST := $(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest
+XDIST   = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
+
+# `make test`: pgTAP (tests/run_pgtap.sh) runs beside pytest and its report
+# follows pytest's; both must pass. (No $(MAKE) here: `make -n test` must
+# only print, and tests/test_make.py runs it.)
+test: deps venv install lint examples-deps
+	@log=$$(mktemp /tmp/jobq-pgtap-log.XXXXXX); \
+	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY) >$$log 2>&1 & pgtap=$$!; \
+	$(PYTEST) $(XDIST) $(PYTEST_ARGS); pytest_status=$$?; \
+	wait $$pgtap; pgtap_status=$$?; cat $$log; rm -f $$log; \
+	echo "make test: pytest exit $$pytest_status, pgTAP exit $$pgtap_status"; \
+	[ $$pytest_status -eq 0 ] && [ $$pgtap_status -eq 0 ]
 
 test-pgtap:
 	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY)
 
 test-pytest:
-	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(XDIST) $(PYTEST_ARGS)
+
+# `make check`, before each commit (under two minutes): the linters, the tests
+# that need no database and the quick ones on a server. `make test` runs them all.
+CHECK_TESTS := tests/test_doc_links.py tests/test_layout.py tests/test_sql_sources.py tests/test_make.py \
+               tests/test_fleet_start.py tests/test_worker_settings.py tests/test_client.py \
+               tests/test_client_input.py tests/test_sql_sessions.py tests/test_concurrency_limits.py \
+               tests/test_enqueue_options.py tests/test_untyped_parameters.py tests/test_take.py \
+               $(wildcard tests/test_consumer_core.py)
+
+check: lint
+	$(PYTEST) $(XDIST) -q $(CHECK_TESTS) $(PYTEST_ARGS)
 
 # --- the workers in other languages (examples/), run by tests/test_examples.py
 # node-postgres from the committed package-lock.json. npm: Debian's nodejs lacks it
@@ -96,9 +123,9 @@ CHAOS_SCALE  ?= 10
 CHAOS_REPORT ?= /tmp/jobq-chaos-report.json
 CHAOS_TESTS  := tests/test_faults.py tests/test_restart.py tests/test_fencing.py \
                 tests/test_pgbouncer.py tests/test_bad_input.py tests/test_privileges.py \
-                tests/test_workflow_concurrency.py
+                tests/test_workflow_concurrency.py tests/test_examples.py
 
-chaos: deps venv install
+chaos: deps venv install examples-deps
 	rm -f $(CHAOS_REPORT)
 	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 JOBQ_CHAOS_SCALE=$(CHAOS_SCALE) \
 	    JOBQ_CHAOS_REPORT=$(CHAOS_REPORT) $(PY) -m pytest -s -q $(CHAOS_TESTS) $(PYTEST_ARGS)

@@ -26,6 +26,10 @@ from pyqueue.bench.harness import Outcome
 from pyqueue.bench.throughput import Best
 from tests.conftest import proc_dsn
 
+# Its module-scoped fixture is built once: under pytest-xdist (--dist loadgroup)
+# every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("bench")
+
 Conn = psycopg.Connection[tuple[object, ...]]
 
 SECTIONS = {"meta", "drain", "enqueue", "pickup_latency", "single_connection", "workflows", "scaling", "soak",

@@ -40,6 +40,10 @@ from tests.dashboard_support import (
     wait,
 )
 
+# Its module-scoped fixture is built once: under pytest-xdist (--dist loadgroup)
+# every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("dashboard_browser")
+
 Conn = psycopg.Connection[tuple[object, ...]]
 COUNTED = ("ready", "scheduled", "running", "dead")  # overview cells holding a plain count
 QUEUES = ("emails", "billing.invoices", "reports", "webhooks")
