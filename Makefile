@@ -14,22 +14,12 @@ ifeq ($(shell id -u),0)
 AS_SERVER_USER := runuser -u postgres --
 endif
 
-# --- the extension, installed with PGXS ---------------------------------
-MODULEDIR = extension
-DATA      = sql/jobq.control $(wildcard sql/jobq--*.sql)
-PGXS     := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
-ifneq ($(wildcard $(PGXS)),)
-include $(PGXS)
-# Said before PGXS's install recipes run (prerequisites run first).
-install installdirs: install-announce
-install-announce:
-	@echo "make install: copying sql/jobq.control and sql/jobq--*.sql into the system's PostgreSQL share directory, $(datadir)/$(datamoduledir)"
-else
-install:
-	@echo "PGXS not found: install postgresql-server-dev-15 (make deps) first" >&2; exit 1
-endif
+# --- the extension, installed with PGXS (extension.mk, a makefile of its own:
+#     PGXS brings targets, `check` among them, that this one has its own of)
+install uninstall:
+	@$(MAKE) --no-print-directory -f extension.mk PG_CONFIG=$(PG_CONFIG) $@
 
-.PHONY: install-announce demo test test-pgtap test-pytest lint bench chaos deps venv db-start db-stop docs clean-venv \
+.PHONY: install uninstall demo test check test-pgtap test-pytest lint bench chaos deps venv db-start db-stop docs clean-venv \
         screenshots
 
 # --- the SQL scripts, assembled from sql/src/ (sql/src/README.md) -------
@@ -65,13 +55,46 @@ venv: $(PY)
 demo: deps venv
 	$(PY) -m pyqueue demo
 
-test: deps venv install lint test-pgtap test-pytest
+# pytest in PYTEST_WORKERS processes (pytest-xdist), each with its own
+# PostgreSQL server (tests/conftest.py); most tests wait on processes, leases
+# and timers, so more workers than cores pays. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 4
+PYTEST := $(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest
+XDIST   = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
+# The few tests marked `alone` (they time something the parallel tests slow
+# down) run after them, in one process; exit status 5 is "none selected".
+PYTEST_PARALLEL = $(PYTEST) $(XDIST) -m 'not alone' $(PYTEST_ARGS)
+PYTEST_ALONE    = $(PYTEST) -m alone $(PYTEST_ARGS) || test $$? -eq 5
+
+# `make test`: pgTAP (tests/run_pgtap.sh) runs beside pytest and its report
+# follows pytest's; both must pass. (No $(MAKE) here: `make -n test` must
+# only print, and tests/test_make.py runs it.)
+test: deps venv install lint examples-deps
+	@log=$$(mktemp /tmp/jobq-pgtap-log.XXXXXX); \
+	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY) >$$log 2>&1 & pgtap=$$!; \
+	$(PYTEST_PARALLEL); pytest_status=$$?; \
+	$(PYTEST_ALONE) || pytest_status=1; \
+	wait $$pgtap; pgtap_status=$$?; cat $$log; rm -f $$log; \
+	echo "make test: pytest exit $$pytest_status, pgTAP exit $$pgtap_status"; \
+	[ $$pytest_status -eq 0 ] && [ $$pgtap_status -eq 0 ]
 
 test-pgtap:
 	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY)
 
 test-pytest:
-	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 $(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST_PARALLEL)
+	$(PYTEST_ALONE)
+
+# `make check`, before each commit (under two minutes): the linters, the tests
+# that need no database and the quick ones on a server. `make test` runs them all.
+CHECK_TESTS := tests/test_doc_links.py tests/test_layout.py tests/test_sql_sources.py tests/test_make.py \
+               tests/test_fleet_start.py tests/test_worker_settings.py tests/test_client.py \
+               tests/test_sql_sessions.py tests/test_concurrency_limits.py \
+               tests/test_enqueue_options.py tests/test_untyped_parameters.py tests/test_take.py \
+               $(wildcard tests/test_consumer_core.py)
+
+check: lint
+	$(PYTEST) $(XDIST) -q $(CHECK_TESTS) $(PYTEST_ARGS)
 
 # --- the workers in other languages (examples/), run by tests/test_examples.py
 # node-postgres from the committed package-lock.json. npm: Debian's nodejs lacks it
@@ -104,9 +127,9 @@ CHAOS_SCALE  ?= 10
 CHAOS_REPORT ?= /tmp/jobq-chaos-report.json
 CHAOS_TESTS  := tests/test_faults.py tests/test_restart.py tests/test_fencing.py \
                 tests/test_pgbouncer.py tests/test_bad_input.py tests/test_privileges.py \
-                tests/test_workflow_concurrency.py
+                tests/test_workflow_concurrency.py tests/test_examples.py
 
-chaos: deps venv install
+chaos: deps venv install examples-deps
 	rm -f $(CHAOS_REPORT)
 	$(AS_SERVER_USER) env PYTHONDONTWRITEBYTECODE=1 JOBQ_CHAOS_SCALE=$(CHAOS_SCALE) \
 	    JOBQ_CHAOS_REPORT=$(CHAOS_REPORT) $(PY) -m pytest -s -q $(CHAOS_TESTS) $(PYTEST_ARGS)

@@ -1,11 +1,19 @@
 """Shared fixtures: one real PostgreSQL server per test session (pg_cron
 loaded), a template database with jobq installed, and a fresh copy of that
-template for every test."""
+template for every test.
+
+Under pytest-xdist (``make test-pytest`` runs ``-n PYTEST_WORKERS``) each
+worker process is a session of its own, so it starts its own server:
+pytest-postgresql gives each a free port (claimed through a file in the
+run's shared temporary directory), a data directory under the worker's
+own basetemp, and stops it when the worker ends. Nothing is shared between
+workers but the machine: pg_cron's one database per server, roles and
+fixed database names are each worker's own."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import psycopg
@@ -37,6 +45,25 @@ def install_jobq(  # noqa: PLR0917 - the signature of a pytest-postgresql loader
     with psycopg.connect(host=host, port=port, user=user, dbname=dbname, password=password,
                          autocommit=True) as conn:
         conn.execute(script.encode())
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates written as escapes: valid UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A test's report with its captured output in valid UTF-8. pytest-xdist's
+    workers send each report to the controller as UTF-8, and a lone surrogate
+    (tests/test_client_input.py logs one on purpose) would end the worker."""
+    report: pytest.TestReport = yield
+    report.sections = [(title, printable(text)) for title, text in report.sections]
+    if report.longrepr is not None and printable(str(report.longrepr)) != str(report.longrepr):
+        report.longrepr = printable(str(report.longrepr))
+    return report
 
 
 postgresql_proc = factories.postgresql_proc(

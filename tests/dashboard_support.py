@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -61,7 +61,9 @@ def browser(profile: Path) -> WebDriver:
 
 
 def wait(driver: WebDriver, timeout: float = WAIT) -> WebDriverWait[WebDriver]:
-    return WebDriverWait(driver, timeout, poll_frequency=0.2)
+    """A wait that tries again when the page's refresh replaced an element it was reading."""
+    return WebDriverWait(driver, timeout, poll_frequency=0.2,
+                         ignored_exceptions=[StaleElementReferenceException])
 
 
 def free_port() -> int:

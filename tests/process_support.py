@@ -26,7 +26,7 @@ def running(pid: int) -> bool:
     """Whether pid is a live process (a zombie waiting for its reaper is not)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, before or while it was read
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 

@@ -278,6 +278,12 @@ def test_async_listen_recovers_when_its_listen_connection_is_terminated(conn: Co
             return job_id in handled
 
         await until(done, "the job enqueued while the LISTEN connection was gone")
+
+        async def listening_again() -> bool:
+            return (await listeners()) not in ([], old)
+
+        # The job may come by a poll before the new LISTEN connection is up: wait for it.
+        await until(listening_again, "a new LISTEN connection")
         new = await listeners()
         stop.set()
         await asyncio.wait_for(worker, TIMEOUT)

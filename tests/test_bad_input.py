@@ -38,6 +38,10 @@ from pyqueue import errors
 from tests.chaos_support import install_script, report, snapshot
 from tests.worker_support import InThread, scalar, wait_until
 
+# Its module-scoped fixture is built once: under pytest-xdist (--dist loadgroup)
+# every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("bad_input")
+
 Conn = psycopg.Connection[Any]
 
 INJECTION = "q'; DROP TABLE jobq._job; --"

@@ -19,6 +19,10 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 from pyqueue.bench import dashboard as bench
 from tests.conftest import proc_dsn
 
+# Its module-scoped fixture is built once: under pytest-xdist (--dist loadgroup)
+# every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("dashboard_bench")
+
 DATABASE = "bench_dashboard"  # the run's own database on the test server, made from the template
 ARCHIVED, LIVE, REQUESTS = 3000, 400, 3
 PAGES = {"overview", "queue", "queue, deep page", "queue, state=dead", "queue, key", "queue, error text",

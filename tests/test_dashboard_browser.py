@@ -40,6 +40,10 @@ from tests.dashboard_support import (
     wait,
 )
 
+# Its module-scoped fixture is built once: under pytest-xdist (--dist loadgroup)
+# every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("dashboard_browser")
+
 Conn = psycopg.Connection[tuple[object, ...]]
 COUNTED = ("ready", "scheduled", "running", "dead")  # overview cells holding a plain count
 QUEUES = ("emails", "billing.invoices", "reports", "webhooks")
@@ -162,6 +166,7 @@ def test_markup_from_the_database_is_shown_as_text(conn: Conn, dsn: str, driver:
     assert status(conn, job) == "dead"
 
 
+@pytest.mark.alone  # the page's refresh is timed: it missed it beside the parallel tests
 def test_a_count_changes_on_the_page_without_a_reload(conn: Conn, dsn: str, driver: WebDriver,
                                                      scratch: Path) -> None:
     enqueue(conn, "emails", {"n": 0})

@@ -33,6 +33,10 @@ from tests.dashboard_support import (
     wait,
 )
 
+# Its module-scoped fixture is built once: under pytest-xdist (--dist loadgroup)
+# every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("dashboard_browser_security")
+
 Conn = psycopg.Connection[tuple[object, ...]]
 ACTION_LABELS = {"retry", "cancel", "run now", "pause queue", "resume queue", "pause", "resume"}
 POST_CONTROLS = "form[method=post] button, form[method=post] input[type=submit], input[name=ids]"

@@ -1,7 +1,9 @@
 """The workers in other languages, run for real against this test's database: examples/node
-(node-postgres) and examples/psql (a bash loop around psql). Each drains 1,000 jobs with two
-concurrent processes, one job failing into a retry, and the database and the workers' logs show every
-job finished exactly once. Both go on working after a lost lease; the node worker wakes on NOTIFY."""
+(node-postgres) and examples/psql (a bash loop around psql). Each drains a batch with two concurrent
+processes (node 1,000 jobs; psql 250, as each of its jobs starts a few processes; times
+JOBQ_CHAOS_SCALE under `make chaos`), one job failing into a retry, and the database and the workers'
+logs show every job finished exactly once. Both go on working after a lost lease; the node worker
+wakes on NOTIFY."""
 
 from __future__ import annotations
 
@@ -22,14 +24,16 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
+from tests.chaos_support import scaled
+
 ROOT = Path(__file__).resolve().parent.parent
 NODE_DIR = ROOT / "examples" / "node"
 PSQL_WORKER = ROOT / "examples" / "psql" / "worker.sh"
 Conn = psycopg.Connection[tuple[object, ...]]
 
 QUEUE = "examples"
-JOBS = 1000
-FAILING = 500  # the position of the job whose first attempt fails
+NODE_JOBS = scaled(1000)
+PSQL_JOBS = scaled(250)  # a psql worker starts a psql (and the handler's bash) per job
 WAIT = 300.0  # seconds: generous, never a time bound on the workers (the machine is shared)
 EXIT_WAIT = 60.0  # seconds a worker may take to exit after SIGTERM
 # The psql worker's command, which does what the node example's handler does: the payload on stdin,
@@ -111,14 +115,15 @@ def keep_history(conn: Conn) -> None:
                  (QUEUE,))
 
 
-def enqueue_batch(conn: Conn) -> tuple[list[int], int]:
-    """JOBS jobs in one statement, the FAILING-th failing its first attempt; their ids and that one's."""
-    payloads = [{"fail_once": True} if n == FAILING else {"n": n} for n in range(JOBS)]
+def enqueue_batch(conn: Conn, jobs: int) -> tuple[list[int], int]:
+    """``jobs`` jobs in one statement, the middle one failing its first attempt; their ids and that one's."""
+    failing = jobs // 2
+    payloads = [{"fail_once": True} if n == failing else {"n": n} for n in range(jobs)]
     rows = conn.execute("SELECT jobq.enqueue_many(%s, %s::jsonb[])",
                         (QUEUE, [Jsonb(p) for p in payloads])).fetchall()
     ids = [int(str(row[0])) for row in rows]
-    assert len(ids) == JOBS
-    return ids, ids[FAILING]
+    assert len(ids) == jobs
+    return ids, ids[failing]
 
 
 def count_calls(conn: Conn) -> None:
@@ -144,13 +149,13 @@ def acknowledgements(conn: Conn) -> tuple[int, int]:
     return int(str(calls[0])), int(str(calls[1]))
 
 
-def drained(conn: Conn) -> bool:
-    """No job of the queue is ready, scheduled or running, and all JOBS are finished."""
+def drained(conn: Conn, jobs: int) -> bool:
+    """No job of the queue is ready, scheduled or running, and all ``jobs`` are finished."""
     live, finished = conn.execute(
         "SELECT count(*) FILTER (WHERE status IN ('ready', 'scheduled', 'running')),"
         "       count(*) FILTER (WHERE status IN ('completed', 'dead', 'cancelled'))"
         " FROM jobq.jobs WHERE queue = %s", (QUEUE,)).fetchone() or (None, None)
-    return live == 0 and finished == JOBS
+    return live == 0 and finished == jobs
 
 
 def completed_ids(workers: list[WorkerProcess]) -> Counter[int]:
@@ -172,7 +177,7 @@ def assert_each_job_finished_once(conn: Conn, ids: list[int], failing: int,
     assert "failing the first attempt, as asked" in str(errors[failing])
     stats = conn.execute("SELECT dead, completed_total, failed_total FROM jobq.stats WHERE queue = %s",
                          (QUEUE,)).fetchone()
-    assert stats == (0, JOBS, 1), "nothing dead, each job completed once, one failed attempt"
+    assert stats == (0, len(ids), 1), "nothing dead, each job completed once, one failed attempt"
 
     done = completed_ids(workers)
     assert [i for i, n in done.items() if n > 1] == [], "no job was reported completed twice"
@@ -181,7 +186,7 @@ def assert_each_job_finished_once(conn: Conn, ids: list[int], failing: int,
     assert sum(failures) == 1, "the failing job failed once, in one worker"
     assert not any(w.logged("lease lost") for w in workers), "no lease was lost"
     assert all(done_by(w) > 0 for w in workers), "both workers took part"
-    assert acknowledgements(conn) == (JOBS, 1), "one complete per job, one fail in all"
+    assert acknowledgements(conn) == (len(ids), 1), "one complete per job, one fail in all"
 
 
 def done_by(worker: WorkerProcess) -> int:
@@ -237,8 +242,8 @@ def test_node_workers_finish_each_job_exactly_once(conn: Conn, node_workers: Sta
     count_calls(conn)
     workers = [node_workers(JOBQ_POLL_SECONDS="1") for _ in range(2)]
     wait_until(lambda: all(w.logged("idle: waiting for NOTIFY") for w in workers), "idle workers", workers)
-    ids, failing = enqueue_batch(conn)
-    wait_until(lambda: drained(conn), f"{JOBS} jobs finished", workers)
+    ids, failing = enqueue_batch(conn, NODE_JOBS)
+    wait_until(lambda: drained(conn, NODE_JOBS), f"{NODE_JOBS} jobs finished", workers)
     assert [w.stop() for w in workers] == [0, 0]
     assert all(w.logged("stopped$") for w in workers)
     assert_each_job_finished_once(conn, ids, failing, workers)
@@ -247,12 +252,12 @@ def test_node_workers_finish_each_job_exactly_once(conn: Conn, node_workers: Sta
 def test_psql_workers_finish_each_job_exactly_once(conn: Conn, psql_workers: Start) -> None:
     keep_history(conn)
     count_calls(conn)
-    ids, failing = enqueue_batch(conn)
+    ids, failing = enqueue_batch(conn, PSQL_JOBS)
     # One stops by itself when the queue is empty, the other when told to (SIGTERM).
     until_empty = psql_workers("--until-empty", JOBQ_POLL_SECONDS="0.5")
     until_told = psql_workers(JOBQ_POLL_SECONDS="0.5")
     workers = [until_empty, until_told]
-    wait_until(lambda: drained(conn), f"{JOBS} jobs finished", workers)
+    wait_until(lambda: drained(conn, PSQL_JOBS), f"{PSQL_JOBS} jobs finished", workers)
     assert until_told.stop() == 0
     assert until_empty.wait_exit() == 0
     assert until_empty.logged(f"queue {QUEUE} is empty$")

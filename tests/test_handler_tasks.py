@@ -3,7 +3,7 @@ jobs handed over, each handler inside the task that took it, and the
 supervisor cancels that task at the job's timeout (JobTimeout) or after
 the shutdown grace ("shutdown timeout"), tells its own cancellations from
 anyone else's, and leaves the task able to run the next job. The worker
-itself is tested end to end in tests/test_worker_newcomer.py (timeouts)
+itself is tested end to end in tests/test_job_timeouts.py
 and tests/test_worker_grace.py (the grace, with real signals)."""
 
 from __future__ import annotations

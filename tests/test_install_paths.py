@@ -1,7 +1,8 @@
 """The two install paths of SPEC §1 give the same jobq: CREATE EXTENSION
 (after `make install`) and the plain script (psql -f / managed Postgres).
 Also: an extension install survives pg_dump/pg_restore with its jobs,
-settings and per-queue grants."""
+settings and per-queue grants; and the plain script hands the caller's
+search_path back."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from psycopg.types.json import Jsonb
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.localserver import find_bindir
+from tests.chaos_support import install_script
 from tests.conftest import default_version, proc_dsn
 from tests.schema_fingerprint import fingerprint
+from tests.worker_support import scalar
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -89,3 +92,24 @@ def test_jobs_and_settings_survive_pg_dump_of_an_extension_install(
         # The identity sequence came along: new jobs do not collide with restored ones.
         new_id = restored.execute("SELECT jobq.enqueue('mail', '{}')").fetchone()
         assert new_id is not None and new_id not in rows
+
+
+def test_the_install_script_gives_the_callers_search_path_back(postgresql_proc: PostgreSQLExecutor) -> None:
+    """psql -f / \\i / pyqueue install run the script in the reader's session: its own
+    search_path (pg_catalog first, for safety) must not outlive it, or the reader's next
+    CREATE TABLE lands in pg_catalog. (CREATE EXTENSION: tests/test_docs.py.)"""
+    admin_dsn = proc_dsn(postgresql_proc, "postgres")
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS search_path_kept WITH (FORCE)")
+        admin.execute("CREATE DATABASE search_path_kept")
+    try:
+        with psycopg.connect(proc_dsn(postgresql_proc, "search_path_kept"), autocommit=True) as session:
+            session.execute("SET search_path = app, public")
+            session.execute(install_script().encode())
+            assert scalar(session, "SHOW search_path") == "app, public"
+            session.execute("CREATE TABLE orders (id int)")
+            assert scalar(session, "SELECT relnamespace::regnamespace::text FROM pg_class "
+                                   "WHERE relname = 'orders'") == "public"
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS search_path_kept WITH (FORCE)")

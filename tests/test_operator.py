@@ -3,7 +3,9 @@ operator verbs (cancel_jobs, discard_dead; ``pyqueue cancel QUEUE``,
 ``pyqueue discard-dead``), the enqueue options timeout and unique_for
 (``pyqueue enqueue --timeout --unique-for``), a queue's default timeout,
 every(..., runner=...) and the new columns of schedules(); and that calls
-which do not use the new options still work on a jobq 0.3 database."""
+which do not use the new options still work on a jobq 0.3 database. Also
+the verbs in SQL (cancel_jobs by status and payload, discard_dead by age)
+and the NULLs and zeros the views show."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 import pyqueue
@@ -305,3 +308,53 @@ def test_cli_stats_json_says_null_when_nothing_is_ready(dsn: str, conn: Conn) ->
     [row] = json.loads(ok("stats", "--json", "--dsn", dsn))
     assert row["queue"] == "later" and row["scheduled"] == 1 and row["oldest_ready_age"] is None
     assert "later" in ok("stats", "--dsn", dsn)
+
+
+# --- the verbs and the views in SQL ------------------------------------------------------------
+
+def enqueue_many_sql(conn: Conn, queue: str, n: int, **options: object) -> list[int]:
+    named = "".join(f", {name} => %({name})s" for name in options)
+    rows = conn.execute(
+        f"SELECT jobq.enqueue_many(%(queue)s, array_fill('{{}}'::jsonb, ARRAY[%(n)s]){named})",
+        {"queue": queue, "n": n, **options}).fetchall()
+    return [int(str(r[0])) for r in rows]
+
+
+
+def test_cancel_jobs_by_status_and_payload(conn: Conn) -> None:
+    for i in range(4):
+        conn.execute("SELECT jobq.enqueue('cj', %s)", (Jsonb({"customer": i % 2}),))
+    conn.execute("SELECT jobq.enqueue('cj', '{\"customer\": 1}', run_at => now() + interval '1 hour')")
+    conn.execute("SELECT jobq.enqueue('other', '{\"customer\": 1}')")
+    running = conn.execute("SELECT id, lease_token FROM jobq.claim('cj', 1)").fetchone()
+    assert running is not None
+    assert scalar(conn, "SELECT jobq.cancel_jobs('cj', 'scheduled')") == 1
+    assert scalar(conn, "SELECT jobq.cancel_jobs('cj', 'ready', '{\"customer\": 1}')") == 2
+    assert scalar(conn, "SELECT jobq.cancel_jobs('cj', 'running')") == 1
+    assert scalar(conn, "SELECT jobq.complete(%s, %s)", running) is False, "its holder lost the lease"
+    assert scalar(conn, "SELECT jobq.cancel_jobs('cj')") == 1
+    statuses = conn.execute(
+        "SELECT queue, status, count(*) FROM jobq.jobs GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+    assert statuses == [("cj", "cancelled", 5), ("other", "ready", 1)]
+
+
+def test_discard_dead_by_age(conn: Conn) -> None:
+    ids = enqueue_many_sql(conn, "dd", 3, max_attempts=1)
+    conn.execute("SELECT jobq.fail(c.id, 'x', c.lease_token) FROM jobq.claim('dd', 3) AS c")
+    conn.execute("UPDATE jobq._job_archive SET finished_at = now() - interval '8 days' WHERE id = %s",
+                 (ids[0],))
+    assert scalar(conn, "SELECT jobq.discard_dead('dd', interval '7 days')") == 1
+    assert scalar(conn, "SELECT jobq.retry(%s)", (ids[0],)) is False, "gone for good"
+    row = conn.execute("SELECT dead, dead_total FROM jobq.stats WHERE queue = 'dd'").fetchone()
+    assert row == (2, 3), "two dead left; the total still counts the one discarded"
+    assert scalar(conn, "SELECT jobq.discard_dead('dd')") == 2
+    assert scalar(conn, "SELECT count(*) FROM jobq.jobs WHERE queue = 'dd'") == 0
+
+
+def test_views_say_null_and_zero_as_documented(conn: Conn) -> None:
+    conn.execute("SELECT jobq.enqueue('v', '{}', run_at => now() + interval '1 hour')")
+    row = conn.execute("SELECT ready, oldest_ready_age FROM jobq.stats WHERE queue = 'v'").fetchone()
+    assert row == (0, None), "nothing ready: no age"
+    row = conn.execute(
+        "SELECT updated_at, concurrency, rate_limit FROM jobq.queues WHERE queue = 'v'").fetchone()
+    assert row == (None, 0, 0), "never configured; 0 = no limit, as configure_queue takes it"

@@ -24,6 +24,10 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 from tests.conftest import install_jobq, proc_dsn
 from tests.plan_support import Conn, Plan, describe, plans_of
 
+# Its module-scoped fixture is built once: under pytest-xdist (--dist loadgroup)
+# every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("plans")
+
 BACKLOG = 100_000  # ready jobs in queue 'q' of every regime
 BATCH = 100  # jobs per claim and acknowledgement
 REGIMES = ("never analyzed", "analyzed empty", "analyzed at 10 jobs")

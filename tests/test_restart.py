@@ -140,6 +140,7 @@ class CommittingProducer:
         self.stop.wait(0.1)
 
 
+@pytest.mark.alone  # a listener caught between connecting and LISTEN beside the parallel tests
 def test_restarts_mid_load_lose_no_committed_job(server: LocalServer, tmp_path: Path) -> None:
     rand, seed = rng("restarts")
     dsn = server.dsn

@@ -342,6 +342,9 @@ def test_recovers_when_the_listen_connection_is_terminated(
     # Enqueued right away: its NOTIFY may well be lost with the connection.
     job_id = pyqueue.enqueue(conn, "t", {})
     wait_until(lambda: job_id in recorder.ids(), "the job enqueued while the worker was down")
+    # The job may come by a poll before the new LISTEN connection is up: wait for it.
+    wait_until(lambda: backend_pids(conn, LISTEN_APPLICATION_NAME) not in ([], [old]),
+               "a new LISTEN connection")
     new = backend_pids(conn, LISTEN_APPLICATION_NAME)
     assert len(new) == 1 and new != [old]
     stop.set()
