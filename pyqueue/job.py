@@ -57,15 +57,15 @@ class JobRecord:
     worker: str | None
     job_key: str | None
     last_error: str | None
-    group_key: str | None = None  # jobq 0.2: the serial group the job belongs to
-    # jobq 0.4: the job's execution timeout (its own, else its queue's); None: none.
+    group_key: str | None = None  # the serial group the job belongs to
+    # the job's execution timeout (its own, else its queue's); None: none.
     timeout: timedelta | None = None
 
     def __post_init__(self) -> None:
         # Private state, not dataclass fields: left out of asdict(), ==, repr().
         self._state = JobState.CLAIMED  # changed by move() only
         self._lease_seconds: float | None = None
-        self._result: Jsonb | None = None  # jobq 0.6: the handler's result, encoded (None: none)
+        self._result: Jsonb | None = None  # the handler's result, encoded (None: none)
 
     def _on(self, event: Event) -> bool:
         """Move the job's state as ``event`` says (see :func:`_move`); False,
@@ -219,7 +219,7 @@ class TakenJob:
 
 @dataclass(frozen=True)
 class TxJob(TakenJob):
-    """A job of an in-transaction queue (``in_transaction=True``, jobq 0.3):
+    """A job of an in-transaction queue (``in_transaction=True``):
     the handler runs inside the transaction that holds the job, and ``conn``
     is that transaction's connection. Write through ``conn`` and the writes
     commit together with the job's removal, or roll back with it when the
@@ -342,7 +342,7 @@ class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], WorkerAcks]
     def complete(self, result: Any = None) -> bool:
         """Acknowledge success; False when the lease was lost (nothing changes).
 
-        ``result`` (jobq 0.6): any JSON value kept as the job's result (see
+        ``result``: any JSON value kept as the job's result (see
         :func:`pyqueue.complete`); None: no result."""
         return self._acknowledged_by(self._send(s.complete(self.id, self.lease_token, result)))
 
@@ -363,7 +363,7 @@ class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], WorkerAcks]
 
     def snooze(self, delay: timedelta | float | None = None, *, run_at: datetime | None = None) -> bool:
         """Put the job back until now + ``delay`` (or ``run_at``) without spending
-        an attempt: not a failure, "not yet" (jobq 0.2). False when the lease was lost."""
+        an attempt: not a failure, "not yet". False when the lease was lost."""
         statement = s.snooze(self.id, self.lease_token, delay, run_at=run_at)
         return self._acknowledged_by(self._send(statement))
 

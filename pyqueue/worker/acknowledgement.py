@@ -33,7 +33,7 @@ A job claimed with ``pyqueue.claim()`` has no worker: leaving ``with job:``
 sends its ``complete``/``fail`` at once (``Job.__exit__``), and so do its
 ``job.complete()``, ``fail()``, ``release()`` and ``snooze()`` everywhere.
 
-Results (jobq 0.6): the server measures a result after compressing it, so
+Results: the server measures a result after compressing it, so
 the client cannot tell beforehand whether it fits the queue's
 ``max_payload_bytes``: when a chunk is refused for a result over it (JQ003,
 nothing completed), its jobs are completed one by one and only the job(s)

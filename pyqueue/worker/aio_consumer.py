@@ -187,7 +187,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
 
     def watch(self, job: JobRecord) -> None:
         """The plain iterator handed ``job`` out: fail it when its timeout
-        passes while it is still in the caller's hands (jobq 0.4)."""
+        passes while it is still in the caller's hands."""
         if job.timeout is not None:
             self._timers[job.id] = asyncio.get_running_loop().call_later(
                 job.timeout.total_seconds(), self._expire, job, timeout_error(job.timeout))

@@ -42,7 +42,7 @@ class AsyncJobIterator:
     (releasing the jobs claimed but not handed out, no attempt spent).
     ``async with`` (or ``await jobs.aclose()``) does it before going on.
 
-    A job still in your hands when its execution timeout (jobq 0.4) passes
+    A job still in your hands when its execution timeout passes
     is failed at once with ``JobTimeout`` (the attempt counts) and what you
     do with it afterwards is discarded. The loop body is yours: a stop
     (``stop()``, SIGTERM/SIGINT) ends the iteration after the current job,
@@ -168,7 +168,7 @@ def listen(dsn: str, queues: str | Sequence[str], handler: AsyncHandler | AsyncT
     Settings are checked at once (TypeError / ValueError naming the
     argument), as :func:`pyqueue.listen` checks them. With a handler, each
     job's handler runs in a task: cancelled when the job's execution timeout
-    passes (jobq 0.4; the job fails with ``JobTimeout``), or
+    passes (the job fails with ``JobTimeout``), or
     ``shutdown_timeout`` seconds after a stop (the job fails with "shutdown
     timeout", the attempt counts). ``run_schedules``: as for the sync
     listen(). Authentication errors raise at once."""

@@ -1,12 +1,12 @@
 """In-transaction batches, for short jobs whose work is in the same database.
 
-A batch is one transaction (jobq 0.3): ``jobq.hold(queue, n)`` row-locks up
+A batch is one transaction: ``jobq.hold(queue, n)`` row-locks up
 to n ready jobs for it (no lease, nothing written; attempts shows this
 attempt); each job's handler runs inside a savepoint and writes through
 ``job.conn``; a handler that raises has its writes rolled back to the
 savepoint and its job recorded as a failed attempt (``jobq.fail_held``:
 backoff, or dead letter when out of attempts); ``jobq.complete_held`` marks
-the others done (jobq 0.6: a handler's return value, unless None, is its
+the others done (a handler's return value, unless None, is its
 job's result; such a job is completed inside its savepoint, so that a
 result too large for the queue undoes it and fails it), and COMMIT
 acknowledges the whole batch at once. A crash

@@ -2,7 +2,7 @@
 says so, as scripts of its consumer (``pyqueue.worker.consumer``):
 
 - :func:`running_schedules`: ``jobq.run_schedules()``, the periodic jobs
-  without pg_cron (jobq 0.4). Every worker calls it when it starts and
+  without pg_cron. Every worker calls it when it starts and
   again when the time it returned (the next tick of a worker-run schedule)
   has come; otherwise at least every SCHEDULES_CHECK_MAX seconds, to pick
   up new schedules, and never more often than every SCHEDULES_CHECK_MIN

@@ -68,7 +68,7 @@ class JobIterator:
     ``stop()`` (or SIGTERM/SIGINT, or the ``stop`` event) ends the iteration
     after the current job.
 
-    Timeouts (jobq 0.4): a job with an execution timeout that is still in
+    Timeouts: a job with an execution timeout that is still in
     your hands when it runs out is failed at once, ``JobTimeout`` recorded
     (an attempt spent), and no longer heart-beaten; what the loop body does
     with it afterwards is discarded. After a stop, a job still in your hands
@@ -211,17 +211,17 @@ def listen(dsn: str, queues: str | Sequence[str], handler: Handler | TxHandler |
     listen() returns when the handler does (a second signal ends the
     process sooner). Use :class:`Worker` when handlers may hang.
 
-    Execution timeouts (jobq 0.4: ``timeout`` on enqueue, or the queue's):
+    Execution timeouts (``timeout`` on enqueue, or the queue's):
     a handler still running when its job's timeout passes has the job
     failed at once with ``JobTimeout: job ran longer than 0:00:02``
     recorded (retried like any failure), no longer heart-beaten, and its
     eventual result discarded.
 
     ``run_schedules`` (default True): call jobq.run_schedules() when the
-    next worker-run periodic job is due (jobq 0.4; see ``pyqueue.every``),
+    next worker-run periodic job is due (see ``pyqueue.every``),
     so that periodic jobs run without pg_cron; False leaves it to others.
 
-    ``in_transaction=True`` (with a handler; jobq 0.3) runs each batch
+    ``in_transaction=True`` (with a handler) runs each batch
     inside the transaction that takes it: the handler gets a
     :class:`pyqueue.TxJob` whose ``conn`` is that transaction, its writes
     commit together with the job's removal, an exception rolls back that

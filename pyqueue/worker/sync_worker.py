@@ -8,7 +8,7 @@ database goes away, and stops gracefully on SIGTERM/SIGINT: it claims
 nothing more, finishes the jobs that have started, releases the jobs claimed
 but not started, and returns normally (so the process exits 0).
 
-Queues registered ``in_transaction=True`` (jobq 0.3) are worked in
+Queues registered ``in_transaction=True`` are worked in
 transactions instead of leases: see ``pyqueue.worker.in_transaction``.
 """
 
@@ -58,7 +58,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
 
         worker.run()  # until worker.stop(), SIGTERM or SIGINT
 
-    In-transaction queues (jobq 0.3) are worked a batch per transaction:
+    In-transaction queues are worked a batch per transaction:
     the batch's handlers run one after the other on its connection, and up
     to ``concurrency`` batches (each on its own pool connection, in a
     handler thread) run at once; a queue that keeps returning full batches
@@ -87,7 +87,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
     any more, and ``run()`` returns, leaving the hung handler threads behind
     (daemon threads: they do not keep the process alive).
 
-    Execution timeouts (jobq 0.4: ``timeout`` on enqueue, else the queue's
+    Execution timeouts (``timeout`` on enqueue, else the queue's
     ``timeout`` setting): when a handler runs past its job's timeout the job
     is failed at once with ``JobTimeout: job ran longer than 0:00:02``
     recorded and retried like any failure (or dead when out of attempts);
@@ -96,7 +96,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
     until it returns, and a new thread takes its place meanwhile, so that
     hung handlers do not starve the queue.
 
-    Periodic jobs without pg_cron (jobq 0.4): unless ``run_schedules=False``
+    Periodic jobs without pg_cron: unless ``run_schedules=False``
     the worker calls jobq.run_schedules() at start and whenever the next
     worker-run tick is due (at least every minute, at most every second),
     so that schedules made with ``pyqueue.every(..., runner="workers")`` run;

@@ -3,7 +3,7 @@
 A sync handler cannot be interrupted: Python has no way to stop a thread.
 So the :class:`Watchdog` (a background thread, started when the first job
 runs) acts on the database instead. When a running job passes its timeout
-(jobq 0.4: the job's own ``timeout``, else its queue's), the job is failed
+(the job's own ``timeout``, else its queue's), the job is failed
 at once with ``JobTimeout: job ran longer than 0:00:02`` recorded (an
 attempt spent: it is retried like any failure, or goes dead), its lease is
 no longer heart-beaten, and whatever the handler does later is discarded
