@@ -62,6 +62,22 @@ FROM (SELECT id, queue, payload, status, priority, run_at, attempts, max_attempt
 """
 
 
+# How long the million-row test may take, from its fill to its last prune: its
+# rows are placed by UTC day ("expiring today" is today 23:59), so it must not
+# cross midnight (it failed once, started at 23:59 UTC).
+DAY_MARGIN_SECONDS = 15 * 60
+
+
+def clear_of_midnight(conn: Conn, margin: float = DAY_MARGIN_SECONDS) -> None:
+    """Return once the server's UTC day has at least ``margin`` seconds left,
+    sleeping past midnight when it has not (at most ``margin`` seconds)."""
+    left = float(scalar(conn, """
+        SELECT extract(epoch FROM date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day'
+                                  - now() AT TIME ZONE 'UTC')"""))
+    if left < margin:
+        time.sleep(left + 5)
+
+
 def fill(conn: Conn, rows: int) -> None:
     """A 0.6.0 archive of ``rows`` jobs (FILL_0_6_0)."""
     conn.execute(FILL_0_6_0.replace("ROWS", str(rows)))
@@ -97,6 +113,7 @@ def test_the_upgrade_converts_a_million_archived_rows(database: Conn, tmp_path: 
     database.execute("CREATE EXTENSION jobq VERSION '0.6.0'")
     # The longest retention (the horizon of the day partitions) is 10 days.
     database.execute("SELECT jobq.configure_queue('q0', retention => '10 days')")
+    clear_of_midnight(database)
     fill(database, ROWS)
     database.execute("VACUUM ANALYZE jobq._job_archive")
     before = database.execute(CHECKSUM).fetchone()
@@ -231,6 +248,7 @@ def test_a_prune_does_not_wait_for_another_one_making_partitions(conn: Conn, dsn
 def test_a_script_install_upgrades_its_archive_too(database: Conn) -> None:
     database.execute((SQL_DIR / "jobq--0.6.0.sql").read_text())
     database.execute("SELECT jobq.configure_queue('q0', retention => '10 days')")
+    clear_of_midnight(database, 120)
     fill(database, 2000)
     before = database.execute(CHECKSUM).fetchone()
     version = "0.6.0"
