@@ -7,6 +7,8 @@ PG_CONFIG ?= pg_config
 PYTHON3   ?= /usr/bin/python3
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
+# make db-start's throwaway server lives in DB_DIR (its socket too)
+DB_DIR    ?= $(CURDIR)/.tmp/db
 APT_PACKAGES := postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap pgtap pgbouncer python3-venv nodejs \
                 chromium chromium-driver
 
@@ -181,13 +183,13 @@ docs: venv
 
 # --- for humans: a throwaway server in .tmp/db ---------------------------
 db-start: venv
-	@$(PY) -m pyqueue.localserver start $(CURDIR)/.tmp/db --database jobq
-	@echo 'export DATABASE_URL="postgresql://postgres@/jobq?host=$(CURDIR)/.tmp/db"'
+	@$(PY) -m pyqueue.localserver start $(DB_DIR) --database jobq
+	@echo 'export DATABASE_URL="postgresql://postgres@/jobq?host=$(DB_DIR)"'
 	@echo 'psql "$$DATABASE_URL"'
 	@echo 'the extension files come from make install (run as root); make db-stop stops the server'
 
 db-stop: venv
-	$(PY) -m pyqueue.localserver stop $(CURDIR)/.tmp/db
+	$(PY) -m pyqueue.localserver stop $(DB_DIR)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -120,6 +120,16 @@ class LocalServer:
         opts.update(self.settings)
         return " ".join(f"-c {name}={value}" for name, value in opts.items())
 
+    def running(self) -> bool:
+        """Whether a server runs on this data directory (``pg_ctl status``)."""
+        if not (self.datadir / "PG_VERSION").exists():
+            return False
+        status = subprocess.run(
+            self._as_server_user([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "status"]),
+            capture_output=True, text=True, check=False,
+        )
+        return status.returncode == 0
+
     def start(self) -> LocalServer:
         """initdb (first time), start, and create the database."""
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -134,10 +144,10 @@ class LocalServer:
             str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-w", "-t", str(START_TIMEOUT),
             "-l", str(self.logfile), "-o", self.options(), "start",
         ])
-        self._create_database()
+        self.create_database()
         return self
 
-    def _create_database(self) -> None:
+    def create_database(self) -> None:
         psql = [str(self.bindir / "psql"), "-h", self.host, "-p", str(self.port), "-U", "postgres",
                 "-X", "-q", "-v", "ON_ERROR_STOP=1"]
         exists = subprocess.run(
@@ -186,12 +196,23 @@ def main(argv: list[str] | None = None) -> int:
     stop = sub.add_parser("stop", help="stop the server in DIRECTORY")
     stop.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
-    if args.command == "start":
-        server = LocalServer(args.directory.resolve(), port=args.port, database=args.database, tcp=args.tcp)
-        server.start()
-        print(server.dsn)
-    else:
-        LocalServer(args.directory.resolve()).stop()
+    try:
+        if args.command == "start":
+            server = LocalServer(args.directory.resolve(), port=args.port, database=args.database,
+                                 tcp=args.tcp)
+            if server.running():
+                # Nothing to start: say so (no traceback, no old log lines) and
+                # make sure the database is there, so the DSN printed works.
+                print(f"the server in {server.directory} is already running")
+                server.create_database()
+            else:
+                server.start()
+            print(server.dsn)
+        else:
+            LocalServer(args.directory.resolve()).stop()
+    except RuntimeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -82,6 +82,6 @@ def narrative(conn: psycopg.Connection[Any], profile: Profile, specials: Special
         waited = backoffs.get(specials.poison, {})
         lines.append(f"dead letter: invoice 1042 (job {specials.poison}) failed {attempts} of {max_attempts} "
                      f"attempts, retried after {seconds_list(waited) or '?'}, and is {status} with its "
-                     f"payload kept; last error: {last_line(error)}; `pyqueue retry {specials.poison}` "
-                     "would run it again")
+                     f"payload kept; last error: {last_line(error)}; this demo's server is removed when it "
+                     "ends, but `pyqueue retry JOB_ID` on your own server runs a dead job again")
     return lines

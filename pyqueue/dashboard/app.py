@@ -60,6 +60,17 @@ class Settings:
     token_login: bool  # token auth: the login form exists
 
 
+# A small SVG icon, so that a browser's icon request is answered, not a 404.
+FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">'
+           '<rect width="16" height="16" rx="3" fill="#2457c5"/>'
+           '<path d="M4 4h8M4 8h8M4 12h5" stroke="#fff" stroke-width="2"/></svg>')
+
+
+async def favicon(request: Request) -> Response:
+    """The dashboard's icon (linked from every page; /favicon.ico too)."""
+    return Response(FAVICON, media_type="image/svg+xml", headers={"cache-control": "max-age=86400"})
+
+
 def routes() -> list[BaseRoute]:
     """Every route: the pages, the actions, the login form, ``/metrics``
     (Prometheus text, pyqueue.dashboard.metrics) and the static assets."""
@@ -78,6 +89,7 @@ def routes() -> list[BaseRoute]:
         Route("/workers", pages.workers, name="workers"),
         Route("/login", actions.login, methods=["GET", "POST"], name="login"),
         Route("/metrics", metrics_endpoint, name="metrics"),
+        Route("/favicon.ico", favicon, name="favicon"),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
     return found
