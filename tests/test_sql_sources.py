@@ -212,22 +212,21 @@ def assert_refused(root: Path, *messages: str) -> None:
 
 def test_an_unknown_function_in_a_directive_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    changed = "-- @replace-function jobq.fail_held(bigint, text, integer)"
-    edit(template, "-- @replace-function jobq.fail_held(bigint, text, timestamptz)", changed)
+    # every template replaces jobq.version(), the one function each version changes
+    changed = "-- @replace-function jobq.version(integer)"
+    edit(template, "-- @replace-function jobq.version()", changed)
     line = template.read_text(encoding="utf-8").split("\n").index(changed) + 1
     assert_refused(
         sql_copy,
-        f"{template.name}:{line}: unknown function jobq.fail_held(bigint,text,integer)",
-        "the sources define jobq.fail_held(bigint,text,timestamptz)",
+        f"{template.name}:{line}: unknown function jobq.version(integer)",
+        "the sources define jobq.version()",
     )
 
 
 def test_a_misspelled_directive_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq.fail_held(bigint, text, timestamptz)",
-         "-- @replace_function jobq.fail_held(bigint, text, timestamptz)")
-    assert_refused(sql_copy,
-                   "unknown directive '-- @replace_function jobq.fail_held(bigint, text, timestamptz)'")
+    edit(template, "-- @replace-function jobq.version()", "-- @replace_function jobq.version()")
+    assert_refused(sql_copy, "unknown directive '-- @replace_function jobq.version()'")
 
 
 def test_a_function_defined_twice_is_refused(sql_copy: Path) -> None:
@@ -279,9 +278,9 @@ def test_a_changed_released_script_fails_the_check(sql_copy: Path) -> None:
 
 def test_a_template_that_leaves_out_a_changed_function_is_refused(sql_copy: Path) -> None:
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    edit(template, "-- @replace-function jobq.fail_held(bigint, text, timestamptz)\n", "")
+    edit(template, "-- @replace-function jobq.version()\n", "")
     assert_refused(sql_copy, "new or changed since the release it upgrades but not in it: "
-                             "jobq.fail_held(bigint,text,timestamptz)")
+                             "jobq.version()")
 
 
 # --- the next version: how the one after the default version is made ----------
