@@ -55,8 +55,8 @@ SELECT is((SELECT column_name::text FROM information_schema.columns
            WHERE table_schema = 'jobq' AND table_name = 'queues' ORDER BY ordinal_position DESC LIMIT 1),
           'result_retention', 'result_retention is the last column of jobq.queues');
 SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
-                WHERE table_schema = 'jobq' AND table_name = 'jobs' ORDER BY ordinal_position DESC LIMIT 2),
-          ARRAY['cancelled_by', 'result'], 'jobq.jobs ends with result, cancelled_by');
+                WHERE table_schema = 'jobq' AND table_name = 'jobs' ORDER BY ordinal_position DESC LIMIT 3),
+          ARRAY['progress', 'cancelled_by', 'result'], 'jobq.jobs ends with result, cancelled_by, progress (0.11.0)');
 SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
                 WHERE table_schema = 'jobq' AND table_name = 'job_dependencies' ORDER BY ordinal_position),
           ARRAY['child_id', 'parent_id'], 'jobq.job_dependencies has child_id, parent_id');
@@ -90,6 +90,7 @@ SELECT set_eq(
         'jobq.complete_many(bigint[],uuid[],jsonb[])',
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
         'jobq.heartbeat(bigint,uuid,interval)',
+        'jobq.progress(bigint,uuid,jsonb)',
         'jobq.release(bigint,uuid)',
         'jobq.reap(integer)',
         'jobq.next_run_at(text[])',
@@ -246,6 +247,7 @@ SELECT set_eq(
         'jobq.complete_many(bigint[],uuid[],jsonb[])',
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
         'jobq.heartbeat(bigint,uuid,interval)',
+        'jobq.progress(bigint,uuid,jsonb)',
         'jobq.release(bigint,uuid)',
         'jobq.reap(integer)',
         'jobq.next_run_at(text[])',
@@ -329,11 +331,12 @@ SELECT set_eq(
         'jobq.complete_many(bigint[],uuid[],jsonb[])',
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
         'jobq.heartbeat(bigint,uuid,interval)',
+        'jobq.progress(bigint,uuid,jsonb)',
         'jobq.release(bigint,uuid)',
         'jobq.reap(integer)',
         'jobq.run_schedules()'
     ],
-    'lock_timeout = 5s is pinned on exactly claim, take, hold, complete_held, fail_held, snooze, complete, complete_many, fail, heartbeat, release, reap, run_schedules');
+    'lock_timeout = 5s is pinned on exactly claim, take, hold, complete_held, fail_held, snooze, complete, complete_many, fail, heartbeat, progress, release, reap, run_schedules');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c LIKE 'lock\_timeout=%' AND c <> 'lock_timeout=5s'

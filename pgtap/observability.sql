@@ -208,8 +208,8 @@ SELECT ok(jobq.release(c.id, c.lease_token), 'setup: release the heart-beaten jo
 SELECT is((SELECT heartbeat_at FROM jobq.jobs WHERE queue = 'wr'), NULL, 'a job no longer running has no heartbeat_at');
 SELECT is((SELECT jobs FROM jobq.workers WHERE worker = 'w-one'), 3::bigint, 'jobq.workers counts running jobs only');
 SELECT is(ARRAY(SELECT attname::text FROM pg_catalog.pg_attribute WHERE attrelid = 'jobq.jobs'::regclass AND attnum > 0
-                ORDER BY attnum DESC LIMIT 3), ARRAY['cancelled_by', 'result', 'heartbeat_at'],
-          'heartbeat_at is the last column of jobq.jobs before 0.6.0''s result and cancelled_by');
+                ORDER BY attnum DESC LIMIT 4), ARRAY['progress', 'cancelled_by', 'result', 'heartbeat_at'],
+          'heartbeat_at is the last column of jobq.jobs before 0.6.0''s result and cancelled_by and 0.11.0''s progress');
 SELECT is_empty($$SELECT i.indexrelid::regclass::text FROM pg_catalog.pg_index AS i
                   WHERE i.indrelid = 'jobq._job'::regclass
                     AND (SELECT attnum FROM pg_catalog.pg_attribute WHERE attrelid = 'jobq._job'::regclass AND attname = 'heartbeat_at')

@@ -27,6 +27,7 @@ INSERT INTO api VALUES
     ('jobq.complete_many(bigint[],uuid[],jsonb[])', false, true),
     ('jobq.fail(bigint,text,uuid,timestamp with time zone)', false, true),
     ('jobq.heartbeat(bigint,uuid,interval)', false, true),
+    ('jobq.progress(bigint,uuid,jsonb)', false, true),
     ('jobq.release(bigint,uuid)', false, true),
     ('jobq.complete(bigint,text,jsonb)', false, true),
     ('jobq.fail(bigint,text,text,timestamp with time zone)', false, true),
@@ -66,7 +67,7 @@ SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
 SELECT set_eq($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_worker', p.oid, 'EXECUTE')$$,
               $$SELECT sig FROM api WHERE worker$$,
-              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, release, snooze, reap, prune, next_run_at, run_schedules, metrics, status, result, parent_results, watch');
+              'jobq_worker may execute exactly version, claim, take, hold, complete_held, fail_held, complete, complete_many, fail, heartbeat, progress, release, snooze, reap, prune, next_run_at, run_schedules, metrics, status, result, parent_results, watch');
 SELECT set_has($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                  WHERE p.pronamespace = 'jobq'::regnamespace AND has_function_privilege('jobq_admin', p.oid, 'EXECUTE')$$,
                $$SELECT sig FROM api$$, 'jobq_admin may execute every public function');

@@ -138,6 +138,7 @@ CREATE TABLE jobq._job (
     -- fast-path claim leaves it NULL (it leases in place, unparked), so its
     -- update writes no indexed value and stays HOT.
     parked_expires_at timestamptz GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED,
+    progress          jsonb,
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -176,6 +177,8 @@ COMMENT ON COLUMN jobq._job.watched IS
     'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
 COMMENT ON COLUMN jobq._job.parked_expires_at IS
     'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
+COMMENT ON COLUMN jobq._job.progress IS
+    'The last progress its holder reported (jobq.progress: any small JSON value); kept while the job is live, so that a later attempt can resume from it.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is
@@ -520,9 +523,10 @@ CREATE TYPE jobq.job AS (
     job_key           text,
     last_error        text,
     group_key         text,
-    timeout           interval
+    timeout           interval,
+    progress          jsonb
 );
-COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat: it fences the lease.';
+COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry).';
 
 ---------------------------------------------------------------------------
 -- 3. validation helpers
@@ -3354,7 +3358,7 @@ BEGIN
     )
     SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
            l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
-           l.timeout
+           l.timeout, l.progress
     FROM leased AS l
     ORDER BY l.priority, l.run_at, l.id;
 END
@@ -3445,7 +3449,7 @@ BEGIN
         RETURN QUERY
         SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
                j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error,
-               j.group_key, j.timeout
+               j.group_key, j.timeout, j.progress
         FROM jobq._job AS j
         WHERE j.queue = p_queue AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
           AND j.group_key IS NULL
@@ -3461,7 +3465,7 @@ BEGIN
     RETURN QUERY
     SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
            j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error, j.group_key,
-           j.timeout
+           j.timeout, j.progress
     FROM jobq._job AS j
     WHERE j.id = ANY (v_ids)
     ORDER BY j.priority, j.run_at, j.id;
@@ -3792,6 +3796,47 @@ END
 $$;
 COMMENT ON FUNCTION jobq.heartbeat(bigint, uuid, interval) IS
     'Extends a lease held under lease_token; false when the lease was lost.';
+
+CREATE FUNCTION jobq.progress(id bigint, lease_token uuid, progress jsonb) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_queue text;
+    v_held boolean;
+    v_cap integer;
+BEGIN
+    -- Store the progress of a job still held under lease_token: any JSON
+    -- value (NULL clears it), shown by jobq.jobs and returned by the next
+    -- claim of the job. False, changing nothing, when the lease was lost or
+    -- the job is not running (as jobq.heartbeat); JQ003 when the value is
+    -- over its queue's max_payload_bytes. It extends no lease.
+    PERFORM jobq._check_lease_args(progress.id, progress.lease_token);
+    SELECT j.queue, j.lease_token IS NOT DISTINCT FROM progress.lease_token INTO v_queue, v_held
+    FROM jobq._job AS j
+    WHERE j.id = progress.id;
+    IF v_queue IS NULL THEN
+        RETURN false;
+    END IF;
+    v_cap := (jobq._settings(v_queue)).max_payload_bytes;
+    IF pg_column_size(progress.progress) > v_cap THEN
+        RAISE EXCEPTION 'jobq: progress is % bytes, over the queue''s cap of % bytes',
+                pg_column_size(progress.progress), v_cap
+            USING ERRCODE = 'JQ003',
+                  HINT = 'Report a small value (a count, a percentage, a stage name); keep large data in a table.';
+    END IF;
+    IF NOT v_held THEN
+        RETURN false;
+    END IF;
+    UPDATE jobq._job AS j
+    SET progress = progress.progress
+    WHERE j.id = progress.id AND j.lease_token = progress.lease_token;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION jobq.progress(bigint, uuid, jsonb) IS
+    'Stores the progress (a small JSON value) of a job held under lease_token; false when the lease was lost.';
 
 CREATE FUNCTION jobq.release(id bigint, lease_token uuid) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -4247,24 +4292,55 @@ $$;
 COMMENT ON FUNCTION jobq.run_now(bigint) IS
     'Runs a scheduled job now (run_at = now(), workers woken); false for unknown ids and jobs not scheduled.';
 
+CREATE FUNCTION jobq._notify_cancelled(p_ids bigint[], p_lease_tokens uuid[]) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Tell the workers holding these running jobs that they were cancelled:
+    -- NOTIFY jobq_cancel, the payload 'id:lease_token' pairs separated by
+    -- spaces, up to 100 per notification (a payload holds 8000 bytes). The
+    -- token names the lease, so that only its holder acts on it; it is
+    -- worthless once this commits (the lease is over). Sent at commit, like
+    -- every NOTIFY; a worker that misses it learns at its next heartbeat.
+    PERFORM pg_notify('jobq_cancel', c.pairs)
+    FROM (SELECT string_agg(u.id::text || ':' || u.token::text, ' ' ORDER BY u.ord) AS pairs
+          FROM unnest(p_ids, p_lease_tokens) WITH ORDINALITY AS u(id, token, ord)
+          WHERE u.token IS NOT NULL
+          GROUP BY (u.ord - 1) / 100) AS c;
+END
+$$;
+COMMENT ON FUNCTION jobq._notify_cancelled(bigint[], uuid[]) IS
+    'Sends NOTIFY jobq_cancel with the id:lease_token pairs of cancelled running jobs (100 per notification).';
+
 CREATE FUNCTION jobq.cancel(id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_token uuid;
+    v_done boolean;
 BEGIN
-    -- Cancel a waiting, ready, scheduled or running job (a running job's
-    -- holder then finds its lease lost). Its waiting dependents are
+    -- Cancel a waiting, ready, scheduled or running job. A running job's
+    -- holder is told at once (NOTIFY jobq_cancel at commit, see
+    -- jobq._notify_cancelled) and otherwise finds its lease lost at its
+    -- next heartbeat; nothing waits for it. Its waiting dependents are
     -- cancelled too (on_parent_failure 'cancel', cancelled_by this job) or
     -- count it as finished ('run'). False for finished and unknown jobs.
     IF cancel.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
-    RETURN EXISTS (SELECT FROM jobq._finish(p_ids => ARRAY[cancel.id], p_lease_tokens => NULL, p_status => 'cancelled',
-                                                 p_error => 'cancelled by ' || session_user));
+    SELECT j.lease_token INTO v_token FROM jobq._job AS j WHERE j.id = cancel.id FOR UPDATE;
+    v_done := EXISTS (SELECT FROM jobq._finish(p_ids => ARRAY[cancel.id], p_lease_tokens => NULL,
+                                               p_status => 'cancelled', p_error => 'cancelled by ' || session_user));
+    IF v_done AND v_token IS NOT NULL THEN
+        PERFORM jobq._notify_cancelled(ARRAY[cancel.id], ARRAY[v_token]);
+    END IF;
+    RETURN v_done;
 END
 $$;
 COMMENT ON FUNCTION jobq.cancel(bigint) IS
-    'Cancels a live job (its holder, if any, loses the lease); false for finished or unknown ids.';
+    'Cancels a live job (a running job''s holder is notified at commit and loses the lease); false for finished or unknown ids.';
 
 CREATE FUNCTION jobq.cancel_jobs(queue text, status text DEFAULT NULL, payload_contains jsonb DEFAULT NULL)
 RETURNS integer
@@ -4272,13 +4348,16 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_cancelled integer;
+    v_ids bigint[];
+    v_tokens uuid[];
+    v_gone bigint[];
 BEGIN
     -- Cancel the live jobs of a queue, as jobq.cancel() does one by one:
     -- every one (status NULL), or those ready now, scheduled for later,
     -- running or waiting for parents; only those whose payload contains
-    -- payload_contains (@>) when given. Running jobs' holders find their
-    -- lease lost; dependents follow as after jobq.cancel(). Returns how many.
+    -- payload_contains (@>) when given. Running jobs' holders are notified
+    -- (jobq._notify_cancelled) and lose their lease; dependents follow as
+    -- after jobq.cancel(). Returns how many.
     PERFORM jobq._check_queue(cancel_jobs.queue, 'queue');
     IF cancel_jobs.status IS NOT NULL AND cancel_jobs.status NOT IN ('ready', 'scheduled', 'running', 'waiting') THEN
         RAISE EXCEPTION 'jobq: status must be NULL (every live job), ''ready'', ''scheduled'', ''running'' or ''waiting'', got %',
@@ -4289,24 +4368,32 @@ BEGIN
         RAISE EXCEPTION 'jobq: payload_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.payload_contains)
             USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"customer": 42}''::jsonb: jobs whose payload contains it.';
     END IF;
-    SELECT count(*) INTO v_cancelled
-    FROM jobq._finish(
-        p_ids => ARRAY(SELECT j.id FROM jobq._job AS j
-                       WHERE j.queue = cancel_jobs.queue
-                         AND CASE cancel_jobs.status
-                                 WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
-                                 WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
-                                 WHEN 'running' THEN j.status = 'running'
-                                 WHEN 'waiting' THEN j.status = 'waiting'
-                                 ELSE true END
-                         AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
-                       ORDER BY j.id),
-        p_lease_tokens => NULL, p_status => 'cancelled', p_error => 'cancelled by ' || session_user);
-    RETURN v_cancelled;
+    -- Locked in id order (as jobq._finish goes), with the running ones' lease tokens.
+    SELECT array_agg(c.id ORDER BY c.id), array_agg(c.lease_token ORDER BY c.id) INTO v_ids, v_tokens
+    FROM (SELECT j.id, j.lease_token FROM jobq._job AS j
+          WHERE j.queue = cancel_jobs.queue
+            AND CASE cancel_jobs.status
+                    WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
+                    WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
+                    WHEN 'running' THEN j.status = 'running'
+                    WHEN 'waiting' THEN j.status = 'waiting'
+                    ELSE true END
+            AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
+          ORDER BY j.id
+          FOR UPDATE OF j) AS c;
+    v_gone := ARRAY(SELECT f.id FROM jobq._finish(p_ids => coalesce(v_ids, '{}'), p_lease_tokens => NULL, p_status => 'cancelled',
+                                                  p_error => 'cancelled by ' || session_user) AS f(id));
+    IF cardinality(array_remove(v_tokens, NULL)) > 0 THEN
+        PERFORM jobq._notify_cancelled(ARRAY(SELECT u.id FROM unnest(v_ids, v_tokens) AS u(id, token)
+                                             WHERE u.token IS NOT NULL AND u.id = ANY (v_gone) ORDER BY u.id),
+                                       ARRAY(SELECT u.token FROM unnest(v_ids, v_tokens) AS u(id, token)
+                                             WHERE u.token IS NOT NULL AND u.id = ANY (v_gone) ORDER BY u.id));
+    END IF;
+    RETURN cardinality(v_gone);
 END
 $$;
 COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb) IS
-    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload contains a filter); returns how many.';
+    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload contains a filter); returns how many (running ones'' holders are notified).';
 
 CREATE FUNCTION jobq.discard_dead(queue text, older_than interval DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
@@ -5285,7 +5372,8 @@ CREATE VIEW jobq.jobs AS
     -- cancelled. heartbeat_at: the last heartbeat of a running job's lease
     -- (NULL before its first, and for jobs not running). result: what a
     -- completed job reported; cancelled_by: the ancestor whose failure
-    -- cancelled it. Paged newest first by id within a queue, both halves
+    -- cancelled it; progress: what a live job last reported (jobq.progress),
+    -- NULL once it finished. Paged newest first by id within a queue, both halves
     -- read an index (the primary key, and (queue, id) of the archive).
     -- Jobs of a queue with read grants (jobq.grant_queue) show only to the
     -- roles that hold one and jobq_admin; while no read grant exists, one
@@ -5298,12 +5386,13 @@ CREATE VIEW jobq.jobs AS
                CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
                j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
                j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
-               j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by
+               j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by,
+               j.progress
         FROM jobq._job AS j
         UNION ALL
         SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
                a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
-               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by
+               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by, NULL::jsonb
         FROM jobq._job_archive AS a
     ) AS u
     WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
@@ -5489,6 +5578,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.complete_many(bigint[], uuid[], jsonb[]),
     jobq.fail(bigint, text, uuid, timestamptz),
     jobq.heartbeat(bigint, uuid, interval),
+    jobq.progress(bigint, uuid, jsonb),
     jobq.release(bigint, uuid),
     jobq.snooze(bigint, uuid, timestamptz),
     jobq.complete(bigint, text, jsonb),

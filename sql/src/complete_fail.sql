@@ -263,6 +263,47 @@ $$;
 COMMENT ON FUNCTION jobq.heartbeat(bigint, uuid, interval) IS
     'Extends a lease held under lease_token; false when the lease was lost.';
 
+CREATE FUNCTION jobq.progress(id bigint, lease_token uuid, progress jsonb) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    v_queue text;
+    v_held boolean;
+    v_cap integer;
+BEGIN
+    -- Store the progress of a job still held under lease_token: any JSON
+    -- value (NULL clears it), shown by jobq.jobs and returned by the next
+    -- claim of the job. False, changing nothing, when the lease was lost or
+    -- the job is not running (as jobq.heartbeat); JQ003 when the value is
+    -- over its queue's max_payload_bytes. It extends no lease.
+    PERFORM jobq._check_lease_args(progress.id, progress.lease_token);
+    SELECT j.queue, j.lease_token IS NOT DISTINCT FROM progress.lease_token INTO v_queue, v_held
+    FROM jobq._job AS j
+    WHERE j.id = progress.id;
+    IF v_queue IS NULL THEN
+        RETURN false;
+    END IF;
+    v_cap := (jobq._settings(v_queue)).max_payload_bytes;
+    IF pg_column_size(progress.progress) > v_cap THEN
+        RAISE EXCEPTION 'jobq: progress is % bytes, over the queue''s cap of % bytes',
+                pg_column_size(progress.progress), v_cap
+            USING ERRCODE = 'JQ003',
+                  HINT = 'Report a small value (a count, a percentage, a stage name); keep large data in a table.';
+    END IF;
+    IF NOT v_held THEN
+        RETURN false;
+    END IF;
+    UPDATE jobq._job AS j
+    SET progress = progress.progress
+    WHERE j.id = progress.id AND j.lease_token = progress.lease_token;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION jobq.progress(bigint, uuid, jsonb) IS
+    'Stores the progress (a small JSON value) of a job held under lease_token; false when the lease was lost.';
+
 CREATE FUNCTION jobq.release(id bigint, lease_token uuid) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

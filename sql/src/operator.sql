@@ -169,24 +169,55 @@ $$;
 COMMENT ON FUNCTION jobq.run_now(bigint) IS
     'Runs a scheduled job now (run_at = now(), workers woken); false for unknown ids and jobs not scheduled.';
 
+CREATE FUNCTION jobq._notify_cancelled(p_ids bigint[], p_lease_tokens uuid[]) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Tell the workers holding these running jobs that they were cancelled:
+    -- NOTIFY jobq_cancel, the payload 'id:lease_token' pairs separated by
+    -- spaces, up to 100 per notification (a payload holds 8000 bytes). The
+    -- token names the lease, so that only its holder acts on it; it is
+    -- worthless once this commits (the lease is over). Sent at commit, like
+    -- every NOTIFY; a worker that misses it learns at its next heartbeat.
+    PERFORM pg_notify('jobq_cancel', c.pairs)
+    FROM (SELECT string_agg(u.id::text || ':' || u.token::text, ' ' ORDER BY u.ord) AS pairs
+          FROM unnest(p_ids, p_lease_tokens) WITH ORDINALITY AS u(id, token, ord)
+          WHERE u.token IS NOT NULL
+          GROUP BY (u.ord - 1) / 100) AS c;
+END
+$$;
+COMMENT ON FUNCTION jobq._notify_cancelled(bigint[], uuid[]) IS
+    'Sends NOTIFY jobq_cancel with the id:lease_token pairs of cancelled running jobs (100 per notification).';
+
 CREATE FUNCTION jobq.cancel(id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_token uuid;
+    v_done boolean;
 BEGIN
-    -- Cancel a waiting, ready, scheduled or running job (a running job's
-    -- holder then finds its lease lost). Its waiting dependents are
+    -- Cancel a waiting, ready, scheduled or running job. A running job's
+    -- holder is told at once (NOTIFY jobq_cancel at commit, see
+    -- jobq._notify_cancelled) and otherwise finds its lease lost at its
+    -- next heartbeat; nothing waits for it. Its waiting dependents are
     -- cancelled too (on_parent_failure 'cancel', cancelled_by this job) or
     -- count it as finished ('run'). False for finished and unknown jobs.
     IF cancel.id IS NULL THEN
         RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
     END IF;
-    RETURN EXISTS (SELECT FROM jobq._finish(p_ids => ARRAY[cancel.id], p_lease_tokens => NULL, p_status => 'cancelled',
-                                                 p_error => 'cancelled by ' || session_user));
+    SELECT j.lease_token INTO v_token FROM jobq._job AS j WHERE j.id = cancel.id FOR UPDATE;
+    v_done := EXISTS (SELECT FROM jobq._finish(p_ids => ARRAY[cancel.id], p_lease_tokens => NULL,
+                                               p_status => 'cancelled', p_error => 'cancelled by ' || session_user));
+    IF v_done AND v_token IS NOT NULL THEN
+        PERFORM jobq._notify_cancelled(ARRAY[cancel.id], ARRAY[v_token]);
+    END IF;
+    RETURN v_done;
 END
 $$;
 COMMENT ON FUNCTION jobq.cancel(bigint) IS
-    'Cancels a live job (its holder, if any, loses the lease); false for finished or unknown ids.';
+    'Cancels a live job (a running job''s holder is notified at commit and loses the lease); false for finished or unknown ids.';
 
 CREATE FUNCTION jobq.cancel_jobs(queue text, status text DEFAULT NULL, payload_contains jsonb DEFAULT NULL)
 RETURNS integer
@@ -194,13 +225,16 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_cancelled integer;
+    v_ids bigint[];
+    v_tokens uuid[];
+    v_gone bigint[];
 BEGIN
     -- Cancel the live jobs of a queue, as jobq.cancel() does one by one:
     -- every one (status NULL), or those ready now, scheduled for later,
     -- running or waiting for parents; only those whose payload contains
-    -- payload_contains (@>) when given. Running jobs' holders find their
-    -- lease lost; dependents follow as after jobq.cancel(). Returns how many.
+    -- payload_contains (@>) when given. Running jobs' holders are notified
+    -- (jobq._notify_cancelled) and lose their lease; dependents follow as
+    -- after jobq.cancel(). Returns how many.
     PERFORM jobq._check_queue(cancel_jobs.queue, 'queue');
     IF cancel_jobs.status IS NOT NULL AND cancel_jobs.status NOT IN ('ready', 'scheduled', 'running', 'waiting') THEN
         RAISE EXCEPTION 'jobq: status must be NULL (every live job), ''ready'', ''scheduled'', ''running'' or ''waiting'', got %',
@@ -211,24 +245,32 @@ BEGIN
         RAISE EXCEPTION 'jobq: payload_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.payload_contains)
             USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"customer": 42}''::jsonb: jobs whose payload contains it.';
     END IF;
-    SELECT count(*) INTO v_cancelled
-    FROM jobq._finish(
-        p_ids => ARRAY(SELECT j.id FROM jobq._job AS j
-                       WHERE j.queue = cancel_jobs.queue
-                         AND CASE cancel_jobs.status
-                                 WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
-                                 WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
-                                 WHEN 'running' THEN j.status = 'running'
-                                 WHEN 'waiting' THEN j.status = 'waiting'
-                                 ELSE true END
-                         AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
-                       ORDER BY j.id),
-        p_lease_tokens => NULL, p_status => 'cancelled', p_error => 'cancelled by ' || session_user);
-    RETURN v_cancelled;
+    -- Locked in id order (as jobq._finish goes), with the running ones' lease tokens.
+    SELECT array_agg(c.id ORDER BY c.id), array_agg(c.lease_token ORDER BY c.id) INTO v_ids, v_tokens
+    FROM (SELECT j.id, j.lease_token FROM jobq._job AS j
+          WHERE j.queue = cancel_jobs.queue
+            AND CASE cancel_jobs.status
+                    WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
+                    WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
+                    WHEN 'running' THEN j.status = 'running'
+                    WHEN 'waiting' THEN j.status = 'waiting'
+                    ELSE true END
+            AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
+          ORDER BY j.id
+          FOR UPDATE OF j) AS c;
+    v_gone := ARRAY(SELECT f.id FROM jobq._finish(p_ids => coalesce(v_ids, '{}'), p_lease_tokens => NULL, p_status => 'cancelled',
+                                                  p_error => 'cancelled by ' || session_user) AS f(id));
+    IF cardinality(array_remove(v_tokens, NULL)) > 0 THEN
+        PERFORM jobq._notify_cancelled(ARRAY(SELECT u.id FROM unnest(v_ids, v_tokens) AS u(id, token)
+                                             WHERE u.token IS NOT NULL AND u.id = ANY (v_gone) ORDER BY u.id),
+                                       ARRAY(SELECT u.token FROM unnest(v_ids, v_tokens) AS u(id, token)
+                                             WHERE u.token IS NOT NULL AND u.id = ANY (v_gone) ORDER BY u.id));
+    END IF;
+    RETURN cardinality(v_gone);
 END
 $$;
 COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb) IS
-    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload contains a filter); returns how many.';
+    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload contains a filter); returns how many (running ones'' holders are notified).';
 
 CREATE FUNCTION jobq.discard_dead(queue text, older_than interval DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER

@@ -27,6 +27,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.complete_many(bigint[], uuid[], jsonb[]),
     jobq.fail(bigint, text, uuid, timestamptz),
     jobq.heartbeat(bigint, uuid, interval),
+    jobq.progress(bigint, uuid, jsonb),
     jobq.release(bigint, uuid),
     jobq.snooze(bigint, uuid, timestamptz),
     jobq.complete(bigint, text, jsonb),

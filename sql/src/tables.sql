@@ -35,6 +35,7 @@ CREATE TABLE jobq._job (
     -- fast-path claim leaves it NULL (it leases in place, unparked), so its
     -- update writes no indexed value and stays HOT.
     parked_expires_at timestamptz GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED,
+    progress          jsonb,
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -73,6 +74,8 @@ COMMENT ON COLUMN jobq._job.watched IS
     'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
 COMMENT ON COLUMN jobq._job.parked_expires_at IS
     'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
+COMMENT ON COLUMN jobq._job.progress IS
+    'The last progress its holder reported (jobq.progress: any small JSON value); kept while the job is live, so that a later attempt can resume from it.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is
@@ -417,6 +420,7 @@ CREATE TYPE jobq.job AS (
     job_key           text,
     last_error        text,
     group_key         text,
-    timeout           interval
+    timeout           interval,
+    progress          jsonb
 );
-COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat: it fences the lease.';
+COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry).';

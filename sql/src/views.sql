@@ -49,7 +49,8 @@ CREATE VIEW jobq.jobs AS
     -- cancelled. heartbeat_at: the last heartbeat of a running job's lease
     -- (NULL before its first, and for jobs not running). result: what a
     -- completed job reported; cancelled_by: the ancestor whose failure
-    -- cancelled it. Paged newest first by id within a queue, both halves
+    -- cancelled it; progress: what a live job last reported (jobq.progress),
+    -- NULL once it finished. Paged newest first by id within a queue, both halves
     -- read an index (the primary key, and (queue, id) of the archive).
     -- Jobs of a queue with read grants (jobq.grant_queue) show only to the
     -- roles that hold one and jobq_admin; while no read grant exists, one
@@ -62,12 +63,13 @@ CREATE VIEW jobq.jobs AS
                CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
                j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
                j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
-               j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by
+               j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by,
+               j.progress
         FROM jobq._job AS j
         UNION ALL
         SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
                a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
-               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by
+               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by, NULL::jsonb
         FROM jobq._job_archive AS a
     ) AS u
     WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))

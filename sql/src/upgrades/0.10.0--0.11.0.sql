@@ -1,5 +1,10 @@
 -- jobq 0.10.0 → 0.11.0. One line per change:
---   (none yet)
+--   running jobs under control (issue 26, items 1-2):
+--   * jobq.cancel() and jobq.cancel_jobs() of a running job send NOTIFY jobq_cancel ('id:lease_token' pairs, new
+--     jobq._notify_cancelled) at commit, so that its worker stops the handler at once, not at its next heartbeat
+--   * new jobq.progress(id, lease_token, progress jsonb) (jobq_worker): a running job's progress in the new column
+--     jobq._job.progress (capped by max_payload_bytes, JQ003), shown by jobq.jobs (new last column progress) and
+--     returned by claim (jobq.job gets the attribute progress; jobq._claim and jobq._lock_ready return it)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.11.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.10.0 is installed.
@@ -31,10 +36,26 @@ INSERT INTO jobq._migration (version) VALUES ('0.11.0');
 
 -- @replace-function jobq.version()
 
+-- running jobs (issue 26): a job's progress, on the live row and in the row a claim returns
+ALTER TABLE jobq._job ADD COLUMN progress jsonb;
+COMMENT ON COLUMN jobq._job.progress IS
+    'The last progress its holder reported (jobq.progress: any small JSON value); kept while the job is live, so that a later attempt can resume from it.';
+ALTER TYPE jobq.job ADD ATTRIBUTE progress jsonb;
+COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry).';
+
+-- @replace-function jobq._claim(text[], integer, text, interval)
+-- @replace-function jobq._lock_ready(text, integer)
+-- @function jobq.progress(bigint, uuid, jsonb)
+-- @function jobq._notify_cancelled(bigint[], uuid[])
+-- @replace-function jobq.cancel(bigint)
+-- @replace-function jobq.cancel_jobs(text, text, jsonb)
+-- @replace-view jobq.jobs
+
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
+GRANT EXECUTE ON FUNCTION jobq.progress(bigint, uuid, jsonb) TO jobq_worker;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
