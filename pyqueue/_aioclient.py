@@ -33,8 +33,8 @@ AsyncConnection = psycopg.AsyncConnection[Any]
 __all__ = [
     "cancel", "cancel_jobs", "chain", "claim", "complete", "complete_many", "configure_queue", "discard_dead",
     "enqueue", "enqueue_callback", "enqueue_many", "every", "fail", "grant_queue", "group", "heartbeat",
-    "parent_results", "pause", "queue_grants", "reap", "release", "result", "resume", "retry", "retry_dead",
-    "revoke_queue", "schedules", "snooze", "stats", "status", "take", "unschedule", "wait",
+    "parent_results", "pause", "progress", "queue_grants", "reap", "release", "result", "resume", "retry",
+    "retry_dead", "revoke_queue", "schedules", "snooze", "stats", "status", "take", "unschedule", "wait",
 ]
 
 
@@ -188,6 +188,13 @@ async def heartbeat(
     """Extend a lease to now + ``extend`` (timedelta or seconds; default: the
     queue's lease); False when lost."""
     return await arun(conn, s.heartbeat(job_id, lease_token, extend))
+
+
+async def progress(conn: AsyncConnection, job_id: int, lease_token: UUID | str, progress: Any) -> bool:
+    """Store the progress of a running job held under ``lease_token``: any
+    JSON value (None clears it), over the queue's ``max_payload_bytes``
+    raises PayloadTooLarge; False when the lease was lost (jobq 0.11.0)."""
+    return await arun(conn, s.progress(job_id, lease_token, progress))
 
 
 async def release(conn: AsyncConnection, job_id: int, lease_token: UUID | str) -> bool:

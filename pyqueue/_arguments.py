@@ -184,6 +184,12 @@ def heartbeat_params(
     return checked_id, token, check.seconds(extend, "extend", InvalidInterval)
 
 
+def progress_params(job_id: int, lease_token: UUID | str, progress: object) -> tuple[Any, ...]:
+    """The parameters of PROGRESS: id, lease token, the value (any JSON value; None: none)."""
+    checked_id, token = lease_params(job_id, lease_token)
+    return checked_id, token, result_value(progress, "progress")
+
+
 def many_lease_params(pairs: Sequence[tuple[int, UUID]]) -> tuple[list[int | None], list[UUID | None]]:
     """The ids and lease tokens of several jobs (complete_many), checked."""
     ids = [check.job_id(p[0], f"ids[{i}]") for i, p in enumerate(pairs, start=1)]

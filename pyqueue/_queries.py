@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from pyqueue import _checks as check
-from pyqueue.defaults import CHANNEL, MAX_ERROR_CHARS
+from pyqueue.defaults import CANCEL_CHANNEL, CHANNEL, MAX_ERROR_CHARS
 from pyqueue.errors import (
     InvalidInterval,
     InvalidQueueName,
@@ -68,6 +68,13 @@ HEARTBEAT_MANY = (
     "SELECT h.id, jobq.heartbeat(h.id, h.lease_token, h.extend) "
     "FROM unnest(%s::bigint[], %s::uuid[], %s::interval[]) AS h(id, lease_token, extend)"
 )
+# A running job's progress (jobq 0.11.0); PROGRESS_MANY sends the latest
+# value of several jobs in one round trip (a worker's heartbeat thread).
+PROGRESS = "SELECT jobq.progress(%s::bigint, %s::uuid, %s::jsonb)"
+PROGRESS_MANY = (
+    "SELECT p.id, jobq.progress(p.id, p.lease_token, p.progress) "
+    "FROM unnest(%s::bigint[], %s::uuid[], %s::jsonb[]) AS p(id, lease_token, progress)"
+)
 RELEASE = "SELECT jobq.release(%s::bigint, %s::uuid)"
 SNOOZE = "SELECT jobq.snooze(%(id)s::bigint, %(lease_token)s::uuid, " + _RUN_AT + ")"
 # Enqueue every due tick of the worker-run periodic jobs; seconds
@@ -82,6 +89,10 @@ REAP = "SELECT jobq.reap(%s::integer)"
 # measured on the database clock.
 NEXT_RUN_IN = "SELECT extract(epoch FROM jobq.next_run_at(%s::text[]) - clock_timestamp())::float8"
 LISTEN = f"LISTEN {CHANNEL}"
+# jobq.cancel() of a running job notifies its holder on CANCEL_CHANNEL (the
+# payload: 'id:lease_token' pairs separated by spaces); jobq before 0.11.0
+# never sends it, and a worker then learns at its next heartbeat.
+LISTEN_CANCEL = f"LISTEN {CANCEL_CHANNEL}"
 # The first responder: of the idle workers LISTENing for the same queues, the
 # one holding this session-level advisory lock (on its LISTEN connection)
 # claims at once when a NOTIFY comes; the others wait FOLLOWER_DELAY first.
@@ -155,6 +166,7 @@ JOB_COLUMNS = (
 )
 JOB_COLUMNS_SINCE_0_2 = ("group_key",)  # absent when the database still runs jobq 0.1
 JOB_COLUMNS_SINCE_0_4 = ("timeout",)  # the job's execution timeout; absent before jobq 0.4
+JOB_COLUMNS_SINCE_0_11 = ("progress",)  # the last progress reported (maybe by an earlier attempt)
 
 
 def default_worker_name() -> str:

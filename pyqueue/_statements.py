@@ -238,6 +238,13 @@ def heartbeat(
     return Statement(q.HEARTBEAT, a.heartbeat_params(job_id, lease_token, extend), "scalar", bool)
 
 
+def progress(job_id: int, lease_token: UUID | str, progress: Any) -> Statement[bool]:
+    """Store the progress of a running job held under ``lease_token``: any
+    JSON value (None clears it), over the queue's ``max_payload_bytes``
+    raises PayloadTooLarge; False when the lease was lost (jobq 0.11.0)."""
+    return Statement(q.PROGRESS, a.progress_params(job_id, lease_token, progress), "scalar", bool)
+
+
 def release(job_id: int, lease_token: UUID | str) -> Statement[bool]:
     """Give a claimed, unstarted job back without spending an attempt."""
     return Statement(q.RELEASE, a.lease_params(job_id, lease_token), "scalar", bool)

@@ -36,6 +36,10 @@ ACK_FLUSH_INTERVAL = 1.0  # seconds a finished job may wait to be acknowledged i
 MAX_ERROR_CHARS = 10000  # characters of an error text jobq.fail() keeps
 
 CHANNEL = "jobq"  # the NOTIFY channel; the payload is a queue name
+CANCEL_CHANNEL = "jobq_cancel"  # cancelled running jobs: 'id:lease_token' pairs, space-separated
+# seconds: a worker's job sends its latest reported progress at most this
+# often (or with its heartbeat, if that comes first): reports in between coalesce
+PROGRESS_INTERVAL = 1.0
 LISTEN_APPLICATION_NAME = "pyqueue-listen"  # application_name of a worker's LISTEN connection
 WORKER_APPLICATION_NAME = "pyqueue-worker"  # ... of its claim / acknowledge connections
 HEARTBEAT_APPLICATION_NAME = "pyqueue-heartbeat"  # ... of its heartbeat connection

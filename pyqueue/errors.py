@@ -121,8 +121,8 @@ class InvalidPayload(InvalidArgument):
 
 
 class PayloadTooLarge(InvalidArgument):
-    """JQ003: a payload, or a job's result, is over its queue's
-    ``max_payload_bytes``."""
+    """JQ003: a payload, a job's result, or a running job's progress
+    (``jobq.progress``), is over its queue's ``max_payload_bytes``."""
 
     SQLSTATE = "JQ003"
 

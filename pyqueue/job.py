@@ -5,8 +5,10 @@ under STATE_LOCK, along :data:`TRANSITIONS`). A worker's jobs hand their acks to
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from pyqueue.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
 
+CANCEL_CHECK_INTERVAL = 0.05  # seconds between an AsyncJob.sleep()'s looks at its cancellation
 ConnectionSource = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 AsyncConnectionSource = Callable[[], AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]]
 CM = TypeVar("CM")  # how a job gets its connection: a sync or an async context manager
@@ -60,18 +63,54 @@ class JobRecord:
     group_key: str | None = None  # the serial group the job belongs to
     # the job's execution timeout (its own, else its queue's); None: none.
     timeout: timedelta | None = None
+    # the last progress reported for the job (jobq 0.11.0), by this attempt
+    # or, after a retry, an earlier one: where a handler may resume from.
+    progress: Any = None
 
     def __post_init__(self) -> None:
         # Private state, not dataclass fields: left out of asdict(), ==, repr().
         self._state = JobState.CLAIMED  # changed by move() only
         self._lease_seconds: float | None = None
         self._result: Jsonb | None = None  # the handler's result, encoded (None: none)
+        self._cancel_event: threading.Event | None = None  # made when first asked for
+        # Called once the job is no longer ours (the async supervisors cancel its handler).
+        self._on_lost: Callable[[], object] | None = None
 
     def _on(self, event: Event) -> bool:
         """Move the job's state as ``event`` says (see :func:`_move`); False,
         changing nothing, when the event is refused in its state."""
         with STATE_LOCK:
-            return move(self, event)
+            moved = move(self, event)
+        if moved and event is Event.LOSE_LEASE:
+            self._lost()
+        return moved
+
+    def _lost(self) -> None:
+        """The lease is gone (cancelled, reaped): tell the handler."""
+        if (flag := self._cancel_event) is not None:
+            flag.set()
+        if (on_lost := self._on_lost) is not None:
+            on_lost()
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once this job is no longer this worker's: ``jobq.cancel()``
+        cancelled it (a worker hears of it at once, by NOTIFY) or a heartbeat
+        found its lease lost (reaped). Stop working on it: nothing the
+        handler does counts any more, and the worker neither completes nor
+        fails it. The same as :attr:`lease_lost`."""
+        return self._state is JobState.LEASE_LOST
+
+    @property
+    def cancelled_event(self) -> threading.Event:
+        """A ``threading.Event`` set when :attr:`cancel_requested` turns True:
+        wait on it (``job.cancelled_event.wait(5)``) instead of sleeping."""
+        with STATE_LOCK:
+            if (flag := self._cancel_event) is None:
+                flag = self._cancel_event = threading.Event()
+                if self._state is JobState.LEASE_LOST:
+                    flag.set()
+            return flag
 
     def _returned(self, value: object) -> None:
         """Keep a handler's return value as the job's result (None: no result).
@@ -188,6 +227,12 @@ def sent(jobs: Iterable[JobRecord]) -> None:
             move(job, Event.SENT)
 
 
+def handler_progress(value: object) -> Jsonb | None:
+    """A reported progress as the jsonb to send; InvalidArgument (a
+    ValueError) naming ``progress`` when it is not JSON."""
+    return a.result_value(value, "progress")
+
+
 def handler_result(value: object) -> Jsonb | None:
     """A handler's return value as a job's result (None: no result); TypeError,
     naming the value's type, when it is not JSON."""
@@ -257,6 +302,8 @@ class WorkerAcks(Protocol):
 
     def fail_later(self, job: JobRecord, error: str) -> bool: ...
 
+    def progress_later(self, job: JobRecord, value: Jsonb | None) -> bool: ...
+
     @property
     def after_ack(self) -> Callable[[], object]: ...
 
@@ -309,6 +356,14 @@ class LeasedJob(JobRecord, Generic[CM, A]):
         if exc is None:
             return acks.complete_later(self)
         return not self.acknowledged and acks.fail_later(self, q.format_error(exc))
+
+    def _progress_statement(self, value: Any) -> Statement[bool] | None:
+        """report_progress: a worker's job hands the value to its worker's
+        heartbeats (None returned); a job without a worker gets the statement."""
+        if (acks := self._acks) is None:
+            return s.progress(self.id, self.lease_token, value)
+        acks.progress_later(self, handler_progress(value))
+        return None
 
     def _ack_statement(self, exc: BaseException | None) -> Statement[bool] | None:
         """Leaving ``with job:`` of a job without a worker: the statement that
@@ -367,6 +422,23 @@ class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], WorkerAcks]
         statement = s.snooze(self.id, self.lease_token, delay, run_at=run_at)
         return self._acknowledged_by(self._send(statement))
 
+    def report_progress(self, value: Any) -> bool:
+        """Report the job's progress: any JSON value (None clears it), shown
+        by ``jobq.jobs`` and the dashboard, and claimed with the job by a
+        later attempt. A worker's job keeps only the latest value and sends
+        it with its next heartbeat, or PROGRESS_INTERVAL after the last one
+        sent if sooner: call it as often as you like. A job of
+        ``pyqueue.claim()`` sends it at once. TypeError (InvalidArgument) for
+        a value that is not JSON; False when the lease was lost."""
+        if (statement := self._progress_statement(value)) is None:
+            return not self.lease_lost
+        return self._still_held(self._send(statement))
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep ``seconds``, or less when the job is cancelled meanwhile;
+        True when it was (:attr:`cancel_requested`): stop working on it."""
+        return self.cancelled_event.wait(seconds)
+
     def __enter__(self) -> Job:
         return self
 
@@ -386,9 +458,15 @@ class Job(LeasedJob[AbstractContextManager[psycopg.Connection[Any]], WorkerAcks]
 
 def _swallowed(job: JobRecord, exc: BaseException | None) -> bool:
     """Whether leaving ``with job:`` swallows the exception: an ``Exception``
-    is logged and swallowed; KeyboardInterrupt and SystemExit propagate."""
+    is logged and swallowed (a cancelled job's is not logged as a failure:
+    it fails nothing, and its cancellation was logged); KeyboardInterrupt
+    and SystemExit propagate."""
     if isinstance(exc, Exception):
-        _log_failure(job, exc)
+        if job.lease_lost:
+            logger.debug("job %d of queue %s: its handler raised after the job was cancelled: %s",
+                         job.id, job.queue, summary(exc))
+        else:
+            _log_failure(job, exc)
         return True
     return False
 
@@ -448,6 +526,21 @@ class AsyncJob(LeasedJob[AbstractAsyncContextManager[psycopg.AsyncConnection[Any
         """Put the job back for later without spending an attempt (see :meth:`Job.snooze`)."""
         statement = s.snooze(self.id, self.lease_token, delay, run_at=run_at)
         return self._acknowledged_by(await self._send(statement))
+
+    async def report_progress(self, value: Any) -> bool:
+        """Report the job's progress (see :meth:`Job.report_progress`)."""
+        if (statement := self._progress_statement(value)) is None:
+            return not self.lease_lost
+        return self._still_held(await self._send(statement))
+
+    async def sleep(self, seconds: float) -> bool:
+        """Sleep ``seconds``, or less when the job is cancelled meanwhile (a
+        loop body of ``pyqueue.aio.listen()``: a worker's handler task is
+        cancelled instead); True when it was."""
+        deadline = time.monotonic() + seconds
+        while not self.cancel_requested and (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, CANCEL_CHECK_INTERVAL))
+        return self.cancel_requested
 
     async def __aenter__(self) -> AsyncJob:
         return self

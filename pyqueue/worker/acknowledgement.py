@@ -132,6 +132,11 @@ class Acks(Generic[R]):
                 self._oldest = time.monotonic()
         return True
 
+    def progress_later(self, job: JobRecord, value: Any) -> bool:
+        """Keep a held job's latest progress for its heartbeats to send (see
+        ``pyqueue.worker.heartbeats``); False when the job is not held."""
+        return self.held.report(job, value)
+
     def release_later(self, job: JobRecord) -> bool:
         with STATE_LOCK:
             if not move(job, Event.QUEUE_ACK):

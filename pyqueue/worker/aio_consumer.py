@@ -90,9 +90,8 @@ class Heartbeater:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), wait)
                 continue
-            due = self.book.take_due()
-            if due:
-                await self.consumer.run(self.consumer.beating(due))
+            due = self.book.take_due()  # and the progress due, taken by beating()
+            await self.consumer.run(self.consumer.beating(due))
 
     async def close(self) -> None:
         if self._task is not None:
@@ -107,17 +106,23 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
 
     ``poke()`` wakes a ``wait()`` (a handler task finished); ``stop`` ends it.
     ``ack_at_once`` (the plain iterator): leaving ``async with job:`` sends
-    the job's ack at once.
+    the job's ack at once. ``watch_cancels`` (``listen()``, whose loop does
+    not wait while a job is in hand): between waits a task reads the LISTEN
+    connection, so that a cancellation reaches the job at once.
     """
 
     def __init__(self, settings: WorkerSettings, *, stop: asyncio.Event, work: AsyncDedicatedConnection,
                  heartbeat: AsyncDedicatedConnection, claim_queues: Sequence[str] | None = None,
-                 ack_at_once: bool = False) -> None:
+                 ack_at_once: bool = False, watch_cancels: bool = False) -> None:
         super().__init__(settings, self._jobs, work=work, heartbeat=heartbeat,
                          after_ack=self.send_acks if ack_at_once else _nothing, claim_queues=claim_queues)
         self.stop = stop
         self._listen: AsyncConnection | None = None
         self.heartbeats = Heartbeater(self)
+        self.book.wake = lambda due: self.heartbeats.kick()  # jobs report progress on the loop's thread
+        self._watch_cancels = watch_cancels and settings.use_listen
+        self._watch: asyncio.Task[None] | None = None
+        self._work_noted = False  # the watch read a NOTIFY of our queues: the next wait ends at once
         self._poked = asyncio.Event()
         self._timers: dict[int, asyncio.TimerHandle] = {}  # execution timeouts of the iterator's jobs
         self._expiring: set[asyncio.Task[bool]] = set()
@@ -157,6 +162,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         elif op.on == "heartbeat":
             await self._heartbeat_source.reset()
         elif self._listen is not None:
+            await self._stop_watch()
             conn, self._listen = self._listen, None
             await conn.close()
 
@@ -167,11 +173,35 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         conn = await aconnect(self.settings.listen_dsn or self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
         try:
             await conn.execute(q.LISTEN)
+            await conn.execute(q.LISTEN_CANCEL)
         except BaseException:
             await conn.close()
             raise
         self._listen = conn
         return True
+
+    # --- the cancel watch (watch_cancels)
+    def _start_watch(self) -> None:
+        if (self._watch_cancels and self._watch is None and self._listen is not None
+                and not self.stop.is_set()):
+            self._watch = asyncio.create_task(self._watching(self._listen), name="pyqueue-cancel-watch")
+
+    async def _stop_watch(self) -> None:
+        if (task := self._watch) is not None:
+            self._watch = None
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _watching(self, listen: AsyncConnection) -> None:
+        """Read the LISTEN connection until cancelled: cancellations are acted
+        on (``ConsumerCore.noted``), a NOTIFY of our queues is kept for the next wait."""
+        try:
+            async with contextlib.aclosing(listen.notifies()) as notes:
+                async for note in notes:
+                    if self.noted(note.channel, note.payload):
+                        self._work_noted = True
+        except psycopg.Error as error:
+            logger.debug("cancel watch: %s", error)  # the loop sees it too, and reopens the connection
 
     async def sleep(self, seconds: float) -> None:
         """Sleep, but not past a stop."""
@@ -219,7 +249,9 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         await self.run(self.connection_lost(error))
 
     async def claim(self, n: int) -> list[AsyncJob] | None:
-        return await self.run(self.claiming(n))
+        jobs = await self.run(self.claiming(n))
+        self._start_watch()
+        return jobs
 
     async def maintain_when_due(self) -> None:
         """Run the periodic jobs, prune and reap, each when due (``ConsumerCore.maintaining``)."""
@@ -238,7 +270,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         try:
             async with contextlib.aclosing(listen.notifies()) as notes:
                 async for note in notes:
-                    if self.wanted(note.payload):
+                    if self.noted(note.channel, note.payload):
                         return
         except psycopg.OperationalError as error:
             await self.run(self.listen_lost(error))
@@ -246,9 +278,10 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
     async def wait(self, *, refresh: bool, respond: bool = True) -> bool:
         """Sleep until there may be work (True), or until poked, stopped or
         something else is due (False); see ``ConsumerCore.preparing_wait``."""
+        await self._stop_watch()
         work_at, timeout = await self.run(self.preparing_wait(refresh=refresh, respond=respond))
-        notified = False
-        if not (self.stop.is_set() or self._poked.is_set() or timeout <= 0):
+        notified, self._work_noted = self._work_noted, False
+        if not (notified or self.stop.is_set() or self._poked.is_set() or timeout <= 0):
             waiters: list[asyncio.Task[Any]] = [
                 asyncio.create_task(self.stop.wait()),
                 asyncio.create_task(self._poked.wait()),
@@ -264,6 +297,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
                 for task in waiters:
                     task.cancel()
                 await asyncio.gather(*waiters, return_exceptions=True)
+        self._start_watch()
         return await self.run(self.waited(notified=notified, work_at=work_at))
 
     async def close(self) -> None:
@@ -273,6 +307,7 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         self._timers.clear()
         if self._expiring:
             await asyncio.gather(*self._expiring, return_exceptions=True)
+        await self._stop_watch()
         try:
             await self.run(self.acks.closing())
         finally:
@@ -294,8 +329,8 @@ def new_connection(settings: WorkerSettings, application_name: str = WORKER_APPL
 
 
 def make_consumer(settings: WorkerSettings, stop: asyncio.Event, claim_queues: list[str] | None = None, *,
-                  ack_at_once: bool = False) -> Consumer:
+                  ack_at_once: bool = False, watch_cancels: bool = False) -> Consumer:
     """A consumer with a connection of its own for its work and one for its heartbeats."""
     return Consumer(settings, stop=stop, work=new_connection(settings),
                     heartbeat=new_connection(settings, HEARTBEAT_APPLICATION_NAME),
-                    claim_queues=claim_queues, ack_at_once=ack_at_once)
+                    claim_queues=claim_queues, ack_at_once=ack_at_once, watch_cancels=watch_cancels)

@@ -54,7 +54,7 @@ class AsyncJobIterator:
         self.batch_size = setup.batch_size
         self.handle_signals = setup.handle_signals
         self._stop = stop if stop is not None else asyncio.Event()
-        self._consumer = make_consumer(self.settings, self._stop, ack_at_once=ack_at_once)
+        self._consumer = make_consumer(self.settings, self._stop, ack_at_once=ack_at_once, watch_cancels=True)
         # No reference back to the iterator: dropping it finalises the generator at once.
         self._jobs = _generate(self._consumer, self._stop, self.batch_size, self.handle_signals)
 

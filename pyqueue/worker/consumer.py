@@ -33,9 +33,9 @@ import psycopg
 
 from pyqueue import _queries as q
 from pyqueue._db import Claimed, undecodable
-from pyqueue.defaults import FOLLOWER_DELAY
+from pyqueue.defaults import CANCEL_CHANNEL, FOLLOWER_DELAY
 from pyqueue.errors import translate_errors
-from pyqueue.job import JobRecord
+from pyqueue.job import Event, JobRecord
 from pyqueue.worker.acknowledgement import Acks
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.heartbeats import HeartbeatBook, beating
@@ -92,6 +92,31 @@ class ConsumerCore(Generic[J, S]):
     def wanted(self, channel_payload: str) -> bool:
         """Whether a NOTIFY payload names one of our queues."""
         return channel_payload in self._queue_set
+
+    def noted(self, channel: str, payload: str) -> bool:
+        """A notification the LISTEN connection received: True when it says
+        one of our queues has work; a cancellation (CANCEL_CHANNEL) is acted
+        on here (see :meth:`cancelled`)."""
+        if channel == CANCEL_CHANNEL:
+            self.cancelled(payload)
+            return False
+        return payload in self._queue_set
+
+    def cancelled(self, payload: str) -> None:
+        """``jobq.cancel()`` committed for running jobs (``id:lease_token``
+        pairs): those this worker holds under that very lease are no longer
+        its own. Each moves to LEASE_LOST, which tells its handler
+        (``job.cancel_requested``, ``job.cancelled_event``; an async handler's
+        task is cancelled); the worker neither completes nor fails it."""
+        for pair in payload.split():
+            job_id, _, token = pair.partition(":")
+            try:
+                job = self.book.holding(int(job_id))
+            except ValueError:
+                continue  # not ours to read: jobq sends only id:token pairs
+            if job is not None and str(job.lease_token) == token and job._on(Event.LOSE_LEASE):
+                logger.info("job %d of queue %r was cancelled while held: its handler is told to stop, "
+                            "no acknowledgement follows", job.id, job.queue)
 
     # --- connections
     def _closing_listen(self) -> Script[None]:
@@ -221,8 +246,9 @@ class ConsumerCore(Generic[J, S]):
 
     # --- heartbeats
     def beating(self, due: list[tuple[JobRecord, timedelta]]) -> Script[None]:
-        """Extend the leases of the ``due`` jobs (see ``pyqueue.worker.heartbeats``)."""
-        return beating(self.book, due)
+        """Send the progress due and extend the leases of the ``due`` jobs
+        (see ``pyqueue.worker.heartbeats``)."""
+        return beating(self.book, due, self.book.take_progress(due))
 
     # --- waiting
     def _next_run_in(self) -> Script[float | None]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from pyqueue.errors import JobTimeout
@@ -26,6 +27,7 @@ logger = logging.getLogger("pyqueue.worker")
 T = TypeVar("T")
 TIMED_OUT = "timed out"  # why the supervisor cancelled a task
 SHUT_DOWN = "shut down"
+CANCELLED = "cancelled"  # jobq.cancel() of the job (or its lease found lost): no ack at all
 
 
 class HandlerTasks(Generic[T]):
@@ -60,7 +62,9 @@ class InTaskSupervisor:
     and cancels that task when the job's timeout passes (the job fails with
     ``JobTimeout``: retried like any failure) or, after :meth:`stopping`,
     ``grace`` seconds later (the job fails with "shutdown timeout", the
-    attempt counts; None: never). The job is marked ``timed_out`` before the
+    attempt counts; None: never), or when the job is no longer the worker's
+    (``jobq.cancel()``, a lost lease: ``job.cancel_requested``; nothing is
+    acknowledged). The job is marked ``timed_out`` before the
     cancellation reaches the handler. A cancellation it did not make
     propagates as ever.
     """
@@ -83,6 +87,8 @@ class InTaskSupervisor:
             timer = asyncio.get_running_loop().call_later(
                 job.timeout.total_seconds(), self._cancel, task, job, TIMED_OUT)
         self._running[task] = job
+        loop = asyncio.get_running_loop()
+        job._on_lost = partial(loop.call_soon_threadsafe, self._cancel, task, job, CANCELLED)
         async with job:
             try:
                 value = await handler(job)
@@ -94,6 +100,7 @@ class InTaskSupervisor:
                 if timer is not None:
                     timer.cancel()
                 del self._running[task]
+                job._on_lost = None
             why = self._why.pop(task, None)
             if why is None:
                 job._returned(value)
@@ -101,6 +108,8 @@ class InTaskSupervisor:
             uncancel = getattr(task, "uncancel", None)  # Python 3.11+: the task goes on with the next job
             if uncancel is not None:
                 uncancel()
+            if why == CANCELLED:
+                return  # not ours any more: leaving the block queues nothing
             if why == TIMED_OUT:
                 raise JobTimeout(f"job ran longer than {job.timeout}") from None
             error = shutdown_error(self.grace or 0.0)

@@ -18,6 +18,7 @@ from pyqueue import _queries as q
 from pyqueue._db import Claimed, claimed_rows, scalar, tuples
 from pyqueue.defaults import LISTEN_APPLICATION_NAME
 from pyqueue.job import Job
+from pyqueue.worker.cancel_watch import CancelWatch
 from pyqueue.worker.connections import Connection, ConnectionSource, connect, is_broken
 from pyqueue.worker.consumer import ConsumerCore
 from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sql, Step, T
@@ -69,9 +70,8 @@ class Heartbeater:
                 self._wakes_at = -math.inf  # busy beating: every add looks again once done
                 if self._closing:
                     return
-            due = self.book.take_due()
-            if due:
-                self.consumer.run(self.consumer.beating(due))
+            due = self.book.take_due()  # and the progress due, taken by beating()
+            self.consumer.run(self.consumer.beating(due))
 
     def close(self) -> None:
         with self._cond:
@@ -94,13 +94,22 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
 
     def __init__(self, settings: WorkerSettings, *, wakeup: Wakeup, work: ConnectionSource,
                  heartbeat: ConnectionSource, jobs: ConnectionSource | None = None,
-                 claim_queues: Sequence[str] | None = None, ack_at_once: bool = False) -> None:
+                 claim_queues: Sequence[str] | None = None, ack_at_once: bool = False,
+                 watch_cancels: bool = False) -> None:
         self.jobs = work if jobs is None else jobs
         super().__init__(settings, self._jobs, work=work, heartbeat=heartbeat,
                          after_ack=self.send_acks if ack_at_once else _nothing, claim_queues=claim_queues)
         self.wakeup = wakeup
         self._listen: Connection | None = None
+        # Every use of the LISTEN connection holds it: the CancelWatch thread reads it too.
+        self.listen_lock = threading.RLock()
+        self._work_noted = False  # the CancelWatch read a NOTIFY of our queues: the next wait ends at once
         self.heartbeats = Heartbeater(self)
+        self.book.wake = self.heartbeats.due_at
+        # listen(): the handler runs in the loop's own thread, so a thread of
+        # its own reads the cancellations meanwhile (a Worker's loop reads
+        # them as it waits for its handler threads).
+        self.cancel_watch = CancelWatch(self) if watch_cancels and settings.use_listen else None
         # The jobs the handlers run: their execution timeouts and the shutdown grace.
         self.running = RunningJobs(self.acks, self.send_acks,
                                    stopped=lambda: wakeup.stopped, grace=settings.shutdown_timeout)
@@ -121,8 +130,9 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
     def _perform(self, op: Op) -> Any:
         if isinstance(op, Sql):
             if op.on == "listen":
-                assert self._listen is not None
-                return READERS[op.rows](self._listen, op.query, op.params)
+                with self.listen_lock:
+                    assert self._listen is not None
+                    return READERS[op.rows](self._listen, op.query, op.params)
             source = self.work if op.on == "work" else self._heartbeat_source
             with source.connection() as conn:
                 return READERS[op.rows](conn, op.query, op.params)
@@ -139,23 +149,29 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
             self.work.reset()
         elif op.on == "heartbeat":
             self._heartbeat_source.reset()
-        elif self._listen is not None:
-            self._listen.close()
-            self._listen = None
+        else:
+            with self.listen_lock:
+                if self._listen is not None:
+                    self._listen.close()
+                    self._listen = None
 
     def _open_listen(self) -> bool:
-        if not is_broken(self._listen):
-            return False
-        if self._listen is not None:
-            self._listen.close()
-            self._listen = None
-        conn = connect(self.settings.listen_dsn or self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
-        try:
-            conn.execute(q.LISTEN)
-        except BaseException:
-            conn.close()
-            raise
-        self._listen = conn
+        with self.listen_lock:
+            if not is_broken(self._listen):
+                return False
+            if self._listen is not None:
+                self._listen.close()
+                self._listen = None
+            conn = connect(self.settings.listen_dsn or self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
+            try:
+                conn.execute(q.LISTEN)
+                conn.execute(q.LISTEN_CANCEL)
+            except BaseException:
+                conn.close()
+                raise
+            self._listen = conn
+        if self.cancel_watch is not None:
+            self.cancel_watch.start()
         return True
 
     # --- what the workers call
@@ -189,15 +205,31 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
 
     def _notified(self) -> bool:
         """Read what the LISTEN connection received; True if one of our queues got jobs
-        (or the connection broke: then the next claim reconnects and catches up)."""
-        if self._listen is None:
-            return False
+        (or the connection broke: then the next claim reconnects and catches up).
+        Cancellations are acted on as they are read (``ConsumerCore.noted``)."""
         try:
-            notes = list(self._listen.notifies(timeout=0))
+            work = self.read_notes()
         except psycopg.OperationalError as error:
             self.run(self.listen_lost(error))
             return True
-        return any(self.wanted(note.payload) for note in notes)
+        if self._work_noted:
+            self._work_noted = False
+            return True
+        return work
+
+    def read_notes(self) -> bool:
+        """Read the notifications received, without waiting (any thread);
+        True when one says our queues have work."""
+        with self.listen_lock:
+            if self._listen is None:
+                return False
+            notes = list(self._listen.notifies(timeout=0))
+        return any([self.noted(note.channel, note.payload) for note in notes])
+
+    def noted_by_watch(self) -> None:
+        """The CancelWatch read a NOTIFY of our queues: pass it on to the loop."""
+        self._work_noted = True
+        self.wakeup.poke()
 
     def wait(self, *, refresh: bool, respond: bool = True) -> bool:
         """Sleep until there may be work (True), or until poked, stopped or
@@ -218,6 +250,8 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
     def close(self) -> None:
         """Acknowledge what is pending, stop the heartbeats and close the connections."""
         self.running.close()
+        if self.cancel_watch is not None:
+            self.cancel_watch.close()
         try:
             self.run(self.acks.closing())
         finally:

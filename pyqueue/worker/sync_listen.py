@@ -93,6 +93,7 @@ class JobIterator:
             work=DedicatedConnection(dsn, WORKER_APPLICATION_NAME, prepare=prepare),
             heartbeat=DedicatedConnection(dsn, HEARTBEAT_APPLICATION_NAME, prepare=prepare),
             ack_at_once=ack_at_once,
+            watch_cancels=True,
         )
         # The generator gets what it needs, not the iterator: no reference
         # cycle, so dropping the iterator closes the generator at once.

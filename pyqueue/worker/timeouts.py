@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any, Protocol
 
 from pyqueue.defaults import STOP_CHECK_INTERVAL
@@ -196,13 +197,16 @@ async def run_supervised(
 ) -> None:
     """Run an async handler as the unit of work of ``job`` (``async with job``),
     in a task of its own, and cancel it when the job's timeout passes (the
-    job fails with JobTimeout) or ``grace`` seconds after ``stop`` is set
-    (the job fails with "shutdown timeout")."""
+    job fails with JobTimeout), ``grace`` seconds after ``stop`` is set
+    (the job fails with "shutdown timeout"), or when the job is no longer
+    ours (``jobq.cancel()``, a lost lease: nothing is acknowledged)."""
     async with job:
         task = asyncio.ensure_future(handler(job))
+        job._on_lost = partial(asyncio.get_running_loop().call_soon_threadsafe, task.cancel)
         try:
             job._returned(await _supervise(task, job, stop, grace, acks))
         finally:
+            job._on_lost = None
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -224,6 +228,8 @@ async def _supervise(task: asyncio.Future[object], job: AsyncJob, stop: asyncio.
             wait = None if until == math.inf else max(0.0, until - loop.time())
             done, _ = await asyncio.wait(waiters, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
+                if task.cancelled() and job.cancel_requested:
+                    return None  # cancelled because the job is not ours any more: no ack
                 return task.result()  # the handler's exception fails the job
             if stopper is not None and stopper in done and shutdown_at == math.inf:
                 shutdown_at = loop.time() + (grace or 0.0)
