@@ -68,6 +68,30 @@ def test_job_actions_change_the_job_and_say_so(conn: Connection, dsn: str, tmp_p
         assert f'action="/jobs/{ready}/retry"' in after.body and "/cancel" not in after.body
 
 
+def test_a_running_job_shows_its_progress_and_can_be_cancelled(conn: Connection, dsn: str,
+                                                               tmp_path: Path) -> None:
+    """Issue 26: the job page of a running job shows the progress its worker
+    reported and a Cancel form; cancelling it notifies the holder (NOTIFY
+    jobq_cancel with the job's id and lease token). Read-only mode: below."""
+    job_id = enqueue(conn, "crunch", {"rows": 1000})
+    [(claimed, token)] = claim(conn, "crunch", 1, "w-crunch")
+    assert claimed == job_id
+    conn.execute("SELECT jobq.progress(%s, %s::uuid, %s::jsonb)",
+                 (job_id, token, '{"done": 420, "of": 1000}'))
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute("LISTEN jobq_cancel")
+        with dashboard(dsn, tmp_path) as served:
+            client = served.client()
+            page = client.get(f"/jobs/{job_id}")
+            assert re.search(r'<pre id="progress">[^<]*&#34;done&#34;: 420', page.body), page.body
+            assert f'action="/jobs/{job_id}/cancel"' in page.body
+            after = client.act(f"/jobs/{job_id}", f"/jobs/{job_id}/cancel")
+            assert after.flash == f"job {job_id} cancelled" and status(conn, job_id) == "cancelled"
+            assert f'action="/jobs/{job_id}/cancel"' not in after.body
+        notes = [(n.channel, n.payload) for n in holder.notifies(timeout=5, stop_after=1)]
+        assert notes == [("jobq_cancel", f"{job_id}:{token}")]
+
+
 def test_queue_and_bulk_actions(conn: Connection, dsn: str, tmp_path: Path) -> None:
     ids = seed(conn)
     other = make_dead(conn, "reports")
@@ -152,7 +176,7 @@ def test_read_only_shows_no_action_and_refuses_every_post(
     with dashboard(dsn, tmp_path, "--read-only") as served:
         client = served.client()
         pages = ("/", "/queues/emails", "/queues/reports", f"/jobs/{ids['dead']}",
-                 f"/jobs/{ids['scheduled']}", "/schedules", "/workers")
+                 f"/jobs/{ids['scheduled']}", f"/jobs/{ids['e2']}", "/schedules", "/workers")
         for path in pages:
             page = client.get(path)
             assert page.status == 200, path
@@ -160,7 +184,8 @@ def test_read_only_shows_no_action_and_refuses_every_post(
             assert 'name="ids"' not in page.body and 'id="read-only"' in page.body, path
         token = client.get("/").csrf_token
         posts = ("/queues/emails/pause", "/queues/idle/resume", f"/jobs/{ids['dead']}/retry",
-                 f"/jobs/{ids['e3']}/cancel", f"/jobs/{ids['scheduled']}/run-now",
+                 f"/jobs/{ids['e3']}/cancel", f"/jobs/{ids['e2']}/cancel",
+                 f"/jobs/{ids['scheduled']}/run-now",
                  "/queues/reports/retry-dead", "/queues/emails/bulk")
         for path in posts:
             refused = client.request("POST", path, fields=[("csrf_token", token), ("action", "cancel"),

@@ -72,7 +72,7 @@ OFFSET %(window)s LIMIT 1
 JOB = """
 SELECT j.id, j.queue, j.payload, j.status, j.priority, j.run_at, j.attempts, j.max_attempts, j.job_key,
        j.worker, j.lease_expires_at, j.last_error, j.created_at, j.started_at, j.finished_at, j.group_key,
-       j.timeout, j.heartbeat_at, j.result, j.cancelled_by
+       j.timeout, j.heartbeat_at, j.result, j.cancelled_by, j.progress
 FROM jobq.jobs AS j WHERE j.id = %(id)s
 """
 
