@@ -369,6 +369,15 @@ SQL_CASES: dict[str, Bad] = {
                                   "JQ008", "extend"),
     "heartbeat with another worker's token": no_op("SELECT jobq.heartbeat(%(held)s, %(other_token)s)", False),
     "heartbeat a cancelled job": no_op("SELECT jobq.heartbeat(%(cancelled)s, %(token)s)", False),
+    "progress id NULL": jq("SELECT jobq.progress(NULL, %(token)s, '1')", "JQ010", "id"),
+    "progress lease_token NULL": jq("SELECT jobq.progress(%(held)s, NULL, '1')", "JQ010", "lease_token"),
+    "progress over the cap": jq(
+        "SELECT jobq.progress(%(held)s, %(token)s, jsonb_build_object('blob', "
+        "(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 40000) AS i)))", "JQ003", "progress"),
+    "progress with another worker's token": no_op(
+        "SELECT jobq.progress(%(held)s, %(other_token)s, '1')", False),
+    "progress of a cancelled job": no_op("SELECT jobq.progress(%(cancelled)s, %(token)s, '1')", False),
+    "progress of an unknown id": no_op("SELECT jobq.progress(%(unknown)s, %(token)s, '1')", False),
     "release id NULL": jq("SELECT jobq.release(NULL, %(token)s)", "JQ010", "id"),
     "release with another worker's token": no_op("SELECT jobq.release(%(held)s, %(other_token)s)", False),
     "snooze run_at NULL": jq("SELECT jobq.snooze(%(held)s, %(token)s, NULL)", "JQ006", "run_at"),
