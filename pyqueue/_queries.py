@@ -88,11 +88,11 @@ REAP = "SELECT jobq.reap(%s::integer)"
 # Seconds until the next scheduled job of these queues is due (NULL: none),
 # measured on the database clock.
 NEXT_RUN_IN = "SELECT extract(epoch FROM jobq.next_run_at(%s::text[]) - clock_timestamp())::float8"
-LISTEN = f"LISTEN {CHANNEL}"
-# jobq.cancel() of a running job notifies its holder on CANCEL_CHANNEL (the
-# payload: 'id:lease_token' pairs separated by spaces); jobq before 0.11.0
-# never sends it, and a worker then learns at its next heartbeat.
-LISTEN_CANCEL = f"LISTEN {CANCEL_CHANNEL}"
+# Both channels in one round trip (no parameters: the simple protocol runs
+# both). jobq.cancel() of a running job notifies its holder on CANCEL_CHANNEL
+# (the payload: 'id:lease_token' pairs separated by spaces); jobq before
+# 0.11.0 never sends it, and a worker then learns at its next heartbeat.
+LISTEN = f"LISTEN {CHANNEL}; LISTEN {CANCEL_CHANNEL}"
 # The first responder: of the idle workers LISTENing for the same queues, the
 # one holding this session-level advisory lock (on its LISTEN connection)
 # claims at once when a NOTIFY comes; the others wait FOLLOWER_DELAY first.

@@ -173,7 +173,6 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         conn = await aconnect(self.settings.listen_dsn or self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
         try:
             await conn.execute(q.LISTEN)
-            await conn.execute(q.LISTEN_CANCEL)
         except BaseException:
             await conn.close()
             raise

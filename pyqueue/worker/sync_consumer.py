@@ -165,7 +165,6 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
             conn = connect(self.settings.listen_dsn or self.dsn, LISTEN_APPLICATION_NAME, prepare=True)
             try:
                 conn.execute(q.LISTEN)
-                conn.execute(q.LISTEN_CANCEL)
             except BaseException:
                 conn.close()
                 raise
