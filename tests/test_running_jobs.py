@@ -103,6 +103,7 @@ def next_job_runs(conn: Conn) -> None:
                "the next job to complete")
 
 
+@pytest.mark.alone  # a bound in time (1 s, measured ~0.1 s): not beside the parallel tests
 @pytest.mark.parametrize("mode", MODES)
 def test_cancel_reaches_the_running_handler_within_a_second(
     runs: Conn, dsn: str, tmp_path: Path, spawn: list[WorkerProcess], mode: str
@@ -122,6 +123,7 @@ def test_cancel_reaches_the_running_handler_within_a_second(
     assert scalar(runs, "SELECT status FROM jobq.jobs WHERE id = %s", (job_id,)) == "cancelled"
 
 
+@pytest.mark.alone  # a bound in time, as above
 def test_cancel_jobs_of_running_ones_notifies_too(
     runs: Conn, dsn: str, tmp_path: Path, spawn: list[WorkerProcess]
 ) -> None:
