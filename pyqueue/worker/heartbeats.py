@@ -190,7 +190,8 @@ def sending_progress(book: HeartbeatBook, progress: list[tuple[JobRecord, Jsonb 
     """Send the latest progress of several jobs in one statement. A value
     over its queue's cap (PayloadTooLarge: nothing of the statement stored)
     is dropped with a warning and the others are sent one by one; a failed
-    statement leaves them due again a little later."""
+    statement leaves them due again a little later (any other error drops
+    them, with a warning)."""
     params = ([j.id for j, _ in progress], [j.lease_token for j, _ in progress], [v for _, v in progress])
     try:
         with translate_errors():
@@ -203,14 +204,14 @@ def sending_progress(book: HeartbeatBook, progress: list[tuple[JobRecord, Jsonb 
         for one in progress:
             yield from sending_progress(book, [one])
         return
-    except JobqError as error:
-        logger.warning("progress of %d job(s) not stored: %s", len(progress), error)
-        return
-    except psycopg.Error as error:
+    except psycopg.OperationalError as error:  # the connection, a lock timeout: try again soon
         logger.warning("progress of %d job(s) not sent, retrying: %s", len(progress), error)
-        if isinstance(error, psycopg.OperationalError) and lost_connection(error):
+        if lost_connection(error):
             yield Reset("heartbeat")
         book.progress_again(progress)
+        return
+    except (JobqError, psycopg.Error) as error:  # e.g. a jobq before 0.11.0 has no jobq.progress
+        logger.warning("progress of %d job(s) not stored: %s", len(progress), error)
         return
     stored = {row[0] for row in rows if row[1]}
     for job, _ in progress:
