@@ -49,11 +49,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=5)
     parser.add_argument("--lease", type=float, default=30.0, help="seconds")
     parser.add_argument("--poll-interval", type=float, default=60.0)
+    parser.add_argument("--reap-interval", type=float, default=2.0, help="seconds")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {os.getpid()} %(name)s: %(message)s")
     runs = Runs(args.runs)
     lease = timedelta(seconds=args.lease)
-    batch, poll = args.batch_size, args.poll_interval
+    batch, poll, reap = args.batch_size, args.poll_interval, args.reap_interval
 
     def handle(job: pyqueue.Job) -> None:
         runs.write("start", job)
@@ -78,19 +79,20 @@ def main() -> None:
         tx_worker.run()
     elif args.mode == "worker":
         worker = pyqueue.Worker(args.dsn, concurrency=args.concurrency, batch_size=batch, lease=lease,
-                                poll_interval=poll)
+                                poll_interval=poll, reap_interval=reap)
         worker.register(args.queue, handle)
         worker.run()
     elif args.mode == "aio-worker":
         aworker = aio.AsyncWorker(args.dsn, concurrency=args.concurrency, batch_size=batch, lease=lease,
-                                  poll_interval=poll)
+                                  poll_interval=poll, reap_interval=reap)
         aworker.register(args.queue, ahandle)
         asyncio.run(aworker.run())
     elif args.mode == "listen":
-        pyqueue.listen(args.dsn, args.queue, handle, batch_size=batch, lease=lease, poll_interval=poll)
+        pyqueue.listen(args.dsn, args.queue, handle, batch_size=batch, lease=lease, poll_interval=poll,
+                       reap_interval=reap)
     else:
         asyncio.run(aio.listen(args.dsn, args.queue, ahandle, batch_size=batch, lease=lease,
-                               poll_interval=poll))
+                               poll_interval=poll, reap_interval=reap))
     logging.getLogger("tests.failover_programs").info("worker exits normally")
 
 

@@ -225,7 +225,10 @@ def fail_over(both: Cluster, how: str, while_fenced: Callable[[], object] = lamb
 
     - ``crash``: the primary dies (``-m immediate``) and the standby is promoted;
     - ``fenced-crash``: the primary refuses writes for FENCED seconds first (25006), then dies;
-    - ``switchover``: fenced, then stopped cleanly (``-m fast``: its sessions get 57P01).
+    - ``switchover``: fenced, then stopped cleanly (``-m fast``: its sessions get 57P01);
+    - ``long-outage``: a crash, and the promotion only once the leases held
+      at the failover have run out: the workers reap them (every 2 s) and
+      run those jobs again, while their holders' late acks are refused.
 
     ``while_fenced`` runs while the primary refuses writes. Returns every
     job's (status, attempts) at the failover, read on the standby before its
@@ -237,6 +240,8 @@ def fail_over(both: Cluster, how: str, while_fenced: Callable[[], object] = lamb
         time.sleep(max(0.0, FENCED - (time.monotonic() - fenced)))
     both.stopped_at = time.time()  # an enqueue that returned before is committed: it must survive
     both.primary.stop("fast" if how == "switchover" else "immediate")
+    if how == "long-outage":
+        time.sleep(LEASE + 1.0)
     wait_until(lambda: replayed(both), "the standby replaying all it received", timeout=30)
     with psycopg.connect(both.standby_dsn, autocommit=True) as standby:
         at_failover = jobs_state(standby)
@@ -295,7 +300,8 @@ CHAOS_ONLY = pytest.mark.skipif(scale() == 1, reason="make chaos runs it (make t
 
 
 @pytest.mark.parametrize("how", ["fenced-crash", pytest.param("crash", marks=CHAOS_ONLY),
-                                 pytest.param("switchover", marks=CHAOS_ONLY)])
+                                 pytest.param("switchover", marks=CHAOS_ONLY),
+                                 pytest.param("long-outage", marks=CHAOS_ONLY)])
 def test_a_worker_fleet_survives_a_failover(spare: list[Cluster], tmp_path: Path, how: str) -> None:
     tmp_path.chmod(0o777)
     runs_file = tmp_path / "runs.log"
