@@ -95,7 +95,7 @@ CHECK_TESTS := tests/test_doc_links.py tests/test_layout.py tests/test_sql_sourc
                tests/test_fleet_start.py tests/test_worker_settings.py tests/test_client.py \
                tests/test_sql_sessions.py tests/test_concurrency_limits.py \
                tests/test_enqueue_options.py tests/test_untyped_parameters.py tests/test_take.py \
-               tests/test_run_order.py \
+               tests/test_run_order.py tests/test_failover_core.py \
                $(wildcard tests/test_consumer_core.py)
 
 check: lint
@@ -120,7 +120,8 @@ CHAOS_SCALE  ?= 10
 CHAOS_REPORT ?= /tmp/jobq-chaos-report.json
 CHAOS_TESTS  := tests/test_faults.py tests/test_restart.py tests/test_fencing.py \
                 tests/test_pgbouncer.py tests/test_bad_input.py tests/test_privileges.py \
-                tests/test_workflow_concurrency.py tests/test_examples.py tests/test_archive_partitions.py
+                tests/test_workflow_concurrency.py tests/test_examples.py tests/test_archive_partitions.py \
+                tests/test_failover.py
 
 chaos: deps venv install examples-deps
 	rm -f $(CHAOS_REPORT)

@@ -75,6 +75,7 @@ LONG_FIRST = (
     "tests/test_faults.py::test_workers_sigkilled_at_random_moments_lose_no_job",
     "tests/test_examples.py::test_psql_workers_finish_each_job_exactly_once",
     "tests/test_dashboard_browser.py::",
+    "tests/test_failover.py::",
     "tests/test_docs.py::test_every_block_of_the_document_runs[docs/python.md]",
     "tests/test_workflow_concurrency.py::test_diamond_graph_with_failures_and_a_killed_worker",
     "tests/test_docs.py::test_every_block_of_the_document_runs[docs/performance.md]",
