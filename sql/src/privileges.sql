@@ -29,11 +29,6 @@ GRANT EXECUTE ON FUNCTION
     jobq.heartbeat(bigint, uuid, interval),
     jobq.release(bigint, uuid),
     jobq.snooze(bigint, uuid, timestamptz),
-    jobq.complete(bigint, text, jsonb),
-    jobq.fail(bigint, text, text, timestamptz),
-    jobq.heartbeat(bigint, text, interval),
-    jobq.release(bigint, text),
-    jobq.snooze(bigint, text, timestamptz),
     jobq.reap(integer),
     jobq.next_run_at(text[]),
     jobq.run_schedules()
