@@ -62,7 +62,7 @@ def test_fail_notifies_only_when_a_claim_can_gain(
 def test_fail_of_a_serial_group_job_notifies(conn: Conn, listener: Conn) -> None:
     """The next job of its group may run now, whatever the failed one's backoff."""
     conn.execute("SELECT jobq.configure_queue('fg', backoff_base => '1 hour')")
-    conn.execute("SELECT jobq.enqueue('fg', '{}', group_key => 'g1'), jobq.enqueue('fg', '{}', group_key => 'g1')")
+    conn.execute("SELECT jobq.enqueue('fg', '{}', group_key => 'g1') FROM generate_series(1, 2)")
     assert notified(listener, conn) == ["fg"]
     job, token = claim_one(conn, "fg")
     conn.execute("SELECT jobq.fail(%s, 'boom', %s)", (job, token))

@@ -94,5 +94,5 @@ def test_asyncpg_passes_the_lease_token_claim_returned(conn: Conn, dsn: str) -> 
     # Before 0.11 the text-token overloads won the resolution of an untyped $2, and asyncpg refused the
     # UUID for a text parameter: "invalid input for query argument $2 (expected str, got UUID)".
     assert asyncio.run(acknowledge_with_asyncpg(dsn)) == [True, True, True, True, 2, False]
-    assert conn.execute("SELECT status, count(*) FROM jobq.jobs WHERE queue = 'apg' GROUP BY 1 ORDER BY 1"
-                        ).fetchall() == [("ready", 1), ("scheduled", 1)], "released, and failed into a backoff"
+    left = conn.execute("SELECT status, count(*) FROM jobq.jobs WHERE queue = 'apg' GROUP BY 1 ORDER BY 1")
+    assert left.fetchall() == [("ready", 1), ("scheduled", 1)], "released, and failed into a backoff"
