@@ -99,13 +99,6 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.release(bigint,uuid)": Call("SELECT jobq.release(%(held)s, %(token)s)", WORK),
     "jobq.snooze(bigint,uuid,timestamp with time zone)":
         Call("SELECT jobq.snooze(%(held)s, %(token)s, now() + interval '1 hour')", WORK),
-    "jobq.complete(bigint,text,jsonb)": Call("SELECT jobq.complete(%(held)s, %(token)s::text)", WORK),
-    "jobq.fail(bigint,text,text,timestamp with time zone)":
-        Call("SELECT jobq.fail(%(held)s, 'error', %(token)s::text)", WORK),
-    "jobq.heartbeat(bigint,text,interval)": Call("SELECT jobq.heartbeat(%(held)s, %(token)s::text)", WORK),
-    "jobq.release(bigint,text)": Call("SELECT jobq.release(%(held)s, %(token)s::text)", WORK),
-    "jobq.snooze(bigint,text,timestamp with time zone)":
-        Call("SELECT jobq.snooze(%(held)s, %(token)s::text, now() + interval '1 hour')", WORK),
     "jobq.run_schedules()": Call("SELECT jobq.run_schedules()", WORK),
     "jobq.reap(integer)": Call("SELECT jobq.reap()", WORK),
     "jobq.next_run_at(text[])": Call("SELECT jobq.next_run_at(ARRAY['priv'])", WORK),
