@@ -5,6 +5,9 @@
 --   _retry_or_bury (fail, fail_held): NOTIFY only when the retry is due now or a slot or group is freed,
 --     not while it waits out its backoff (issue 29).
 --   next_run_at: its COMMENT says the next scheduled time (it said "ready") (issue 29).
+--   claim (both), take, hold: n is a bigint (was integer), so an int8 parameter (JDBC's setLong, a
+--     postgres.js BigInt) finds them; _check_batch, _check_claim_args and _claim_args_ok take it as
+--     bigint, out of range still JQ007 (issue 29).
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.11.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.10.0 is installed.
@@ -148,11 +151,216 @@ $$;
 COMMENT ON FUNCTION jobq.next_run_at(text[]) IS
     'The next scheduled time in these queues: the earliest future run_at (a retry in backoff, a delayed job; NULL if none), when an idle worker should claim again.';
 
+-- n as bigint (issue 29): a new signature each, so DROP and CREATE (and the GRANTs below).
+DROP FUNCTION jobq.claim(text, integer, text, interval);
+DROP FUNCTION jobq.claim(text[], integer, text, interval);
+DROP FUNCTION jobq.take(text, integer);
+DROP FUNCTION jobq.hold(text, integer);
+DROP FUNCTION jobq._check_batch(integer, text, integer);
+DROP FUNCTION jobq._check_claim_args(text[], integer, interval);
+DROP FUNCTION jobq._claim_args_ok(text[], integer, interval, text);
+CREATE FUNCTION jobq._check_batch(p_n bigint, p_arg text, p_cap integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise JQ007 unless 0 <= p_n <= p_cap; NULL never means "everything".
+    IF p_n IS NULL OR p_n NOT BETWEEN 0 AND p_cap THEN
+        RAISE EXCEPTION 'jobq: % must be between 0 and %, got %', p_arg, p_cap, coalesce(p_n::text, 'NULL')
+            USING ERRCODE = 'JQ007',
+                  HINT = 'Work in batches: call again for more.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_batch(bigint, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
+CREATE FUNCTION jobq._check_claim_args(p_queues text[], p_n bigint, p_lease interval) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue record;
+BEGIN
+    -- Raise the JQ error of the first bad argument of a claim, take or hold:
+    -- not READ COMMITTED, n, lease, or the queue list and each name in it.
+    PERFORM jobq._check_read_committed();
+    PERFORM jobq._check_batch(p_n, 'n', 1000);
+    PERFORM jobq._check_interval(p_lease, 'lease', interval '1 second', interval '1 day');
+    IF p_queues IS NULL OR cardinality(p_queues) NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names, got %',
+                coalesce(cardinality(p_queues)::text || ' elements', 'NULL')
+            USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails'', ''sms''].';
+    END IF;
+    IF array_ndims(p_queues) > 1 THEN
+        RAISE EXCEPTION 'jobq: queues must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_queues), array_dims(p_queues)
+            USING ERRCODE = 'JQ001', HINT = 'Pass a list of names, e.g. ARRAY[''emails'', ''sms''].';
+    END IF;
+    -- By position: arrays may start at any index (a name is named by its subscript).
+    FOR v_queue IN SELECT u.name, u.ord FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord) LOOP
+        PERFORM jobq._check_queue(v_queue.name, format('queues[%s]', array_lower(p_queues, 1) + v_queue.ord - 1));
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_claim_args(text[], bigint, interval) IS
+    'Raises the JQ error of the first bad claim/take/hold argument (isolation, n, lease, queue names).';
+CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n bigint, p_lease interval, p_worker text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Whether a claim's arguments are all good, in one expression (no
+    -- query): the hot path asks this, and only a false sends it through the
+    -- checks that name the bad argument (_check_claim_args, _check_worker,
+    -- _check_queue), which this must never be more lenient than. Queue names
+    -- are joined with spaces, a character no good name has; a bad name with
+    -- a space in it shows in the count of spaces.
+    RETURN coalesce(
+        p_n BETWEEN 0 AND 1000
+        AND (p_lease IS NULL
+             OR (p_lease BETWEEN interval '1 second' AND interval '1 day'
+                 AND date_part('month', p_lease) = 0 AND date_part('year', p_lease) = 0
+                 AND date_part('day', p_lease) * (extract(epoch FROM p_lease) - date_part('day', p_lease) * 86400) >= 0))
+        AND coalesce(char_length(p_worker), 0) <= 200
+        AND cardinality(p_queues) BETWEEN 1 AND 100
+        AND array_ndims(p_queues) = 1  -- before array_position, which refuses more dimensions
+        AND array_position(p_queues, NULL) IS NULL
+        AND array_to_string(p_queues, ' ') ~ '^[A-Za-z0-9_.:-]{1,128}( [A-Za-z0-9_.:-]{1,128})*$'
+        AND char_length(array_to_string(p_queues, ' ')) - char_length(replace(array_to_string(p_queues, ' '), ' ', ''))
+            = cardinality(p_queues) - 1
+        AND current_setting('transaction_isolation') = 'read committed',
+        false);
+END
+$$;
+COMMENT ON FUNCTION jobq._claim_args_ok(text[], bigint, interval, text) IS
+    'True when every claim argument is valid (the hot path''s one test; the _check functions name a bad one).';
+CREATE FUNCTION jobq.claim(
+    queue text,
+    n bigint DEFAULT 1,
+    worker text DEFAULT NULL,
+    lease interval DEFAULT NULL
+) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+BEGIN
+    -- Lease up to n ready jobs of one queue: priority, then run_at, then id.
+    IF NOT jobq._claim_args_ok(ARRAY[claim.queue], claim.n, claim.lease, claim.worker) THEN
+        IF claim.queue LIKE '{%}' THEN
+            -- An array literal that came untyped (node-postgres sends every
+            -- parameter untyped, and PostgreSQL resolves an untyped argument
+            -- to this text overload). No queue name has a brace: claim across
+            -- the queues it lists.
+            RETURN QUERY SELECT * FROM jobq.claim(jobq._queue_list(claim.queue), claim.n, claim.worker, claim.lease);
+            RETURN;
+        END IF;
+        PERFORM jobq._check_queue(claim.queue, 'queue');
+        PERFORM jobq._check_worker(claim.worker);
+        PERFORM jobq._check_claim_args(ARRAY[claim.queue], claim.n, claim.lease);
+    END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[claim.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND claim.queue LIKE g.queue_like);
+    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n::integer, claim.worker, claim.lease);
+END
+$$;
+COMMENT ON FUNCTION jobq.claim(text, bigint, text, interval) IS
+    'Leases up to n ready jobs of a queue (FOR UPDATE SKIP LOCKED), most urgent first; ''{a,b}'' claims across queues a and b.';
+CREATE FUNCTION jobq.claim(
+    queues text[],
+    n bigint DEFAULT 1,
+    worker text DEFAULT NULL,
+    lease interval DEFAULT NULL
+) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+BEGIN
+    -- Lease up to n ready jobs across several queues, most urgent first
+    -- (priority, run_at, id), each under its queue's lease unless given;
+    -- paused queues, concurrency and rate limits and serial groups honoured.
+    IF NOT jobq._claim_args_ok(claim.queues, claim.n, claim.lease, claim.worker) THEN
+        PERFORM jobq._check_worker(claim.worker);
+        PERFORM jobq._check_claim_args(claim.queues, claim.n, claim.lease);
+    END IF;
+    PERFORM jobq._check_queue_privilege(claim.queues, 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(claim.queues) AS q(name)
+                      WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
+    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n::integer, claim.worker, claim.lease);
+END
+$$;
+COMMENT ON FUNCTION jobq.claim(text[], bigint, text, interval) IS
+    'Leases up to n ready jobs across several queues (FOR UPDATE SKIP LOCKED), most urgent first.';
+CREATE FUNCTION jobq.take(queue text, n bigint DEFAULT 1) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+AS $$
+BEGIN
+    -- Exactly-once processing for work that only touches this database:
+    -- remove up to n ready jobs inside the caller's transaction, without a
+    -- lease. Commit and they are done (counted as completed) together with
+    -- the caller's writes; roll back, or crash, and they are back,
+    -- untouched. (To fail jobs one by one, use hold.) The rows stay locked
+    -- (and, for limited queues, the queue's slots held) until then.
+    IF NOT jobq._claim_args_ok(ARRAY[take.queue], take.n, NULL, NULL) THEN
+        PERFORM jobq._check_queue(take.queue, 'queue');
+        PERFORM jobq._check_claim_args(ARRAY[take.queue], take.n, NULL);
+    END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[take.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND take.queue LIKE g.queue_like);
+    RETURN QUERY
+    WITH held AS (
+        SELECT * FROM jobq._lock_ready(take.queue, take.n::integer)
+    ), done AS (
+        SELECT count(*) FROM jobq._finish(p_ids => ARRAY(SELECT h.id FROM held AS h), p_lease_tokens => NULL,
+                                               p_status => 'completed', p_error => NULL, p_held => true)
+    )
+    SELECT h.* FROM held AS h, done ORDER BY h.priority, h.run_at, h.id;
+END
+$$;
+COMMENT ON FUNCTION jobq.take(text, bigint) IS
+    'Removes up to n ready jobs inside the caller''s transaction: done on commit, back untouched on rollback.';
+CREATE FUNCTION jobq.hold(queue text, n bigint DEFAULT 1) RETURNS SETOF jobq.job
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+BEGIN
+    -- In-transaction processing, job by job: row-lock up to n ready jobs for
+    -- the caller's transaction, writing nothing (no lease). Acknowledge each
+    -- before the commit with jobq.complete_held() or jobq.fail_held(); a job
+    -- neither acknowledged, and every job of a transaction that rolls back
+    -- or crashes, stays ready, untouched. attempts shows this attempt.
+    IF NOT jobq._claim_args_ok(ARRAY[hold.queue], hold.n, NULL, NULL) THEN
+        PERFORM jobq._check_queue(hold.queue, 'queue');
+        PERFORM jobq._check_claim_args(ARRAY[hold.queue], hold.n, NULL);
+    END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[hold.queue], 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'consume' AND hold.queue LIKE g.queue_like);
+    RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n::integer);
+END
+$$;
+COMMENT ON FUNCTION jobq.hold(text, bigint) IS
+    'Row-locks up to n ready jobs for the caller''s transaction (no lease); acknowledge with complete_held / fail_held.';
+
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    jobq.claim(text, bigint, text, interval),
+    jobq.claim(text[], bigint, text, interval),
+    jobq.take(text, bigint),
+    jobq.hold(text, bigint)
+TO jobq_worker;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

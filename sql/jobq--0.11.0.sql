@@ -638,7 +638,7 @@ $$;
 COMMENT ON FUNCTION jobq._check_unique_for(interval, boolean, text) IS
     'Raises JQ008 for a unique_for out of range, JQ009 for a unique_for without a job key.';
 
-CREATE FUNCTION jobq._check_batch(p_n integer, p_arg text, p_cap integer) RETURNS void
+CREATE FUNCTION jobq._check_batch(p_n bigint, p_arg text, p_cap integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -651,7 +651,7 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._check_batch(integer, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
+COMMENT ON FUNCTION jobq._check_batch(bigint, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
 
 CREATE FUNCTION jobq._fixed_length(p_value interval) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -2323,7 +2323,7 @@ END
 $$;
 COMMENT ON FUNCTION jobq._queue_list(text) IS 'Parses an untyped array literal of queue names; JQ001 when malformed.';
 
-CREATE FUNCTION jobq._check_claim_args(p_queues text[], p_n integer, p_lease interval) RETURNS void
+CREATE FUNCTION jobq._check_claim_args(p_queues text[], p_n bigint, p_lease interval) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2351,10 +2351,10 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION jobq._check_claim_args(text[], integer, interval) IS
+COMMENT ON FUNCTION jobq._check_claim_args(text[], bigint, interval) IS
     'Raises the JQ error of the first bad claim/take/hold argument (isolation, n, lease, queue names).';
 
-CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n integer, p_lease interval, p_worker text)
+CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n bigint, p_lease interval, p_worker text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -2383,7 +2383,7 @@ BEGIN
         false);
 END
 $$;
-COMMENT ON FUNCTION jobq._claim_args_ok(text[], integer, interval, text) IS
+COMMENT ON FUNCTION jobq._claim_args_ok(text[], bigint, interval, text) IS
     'True when every claim argument is valid (the hot path''s one test; the _check functions name a bad one).';
 
 CREATE FUNCTION jobq._plain_leases(p_queues text[], p_lease interval, OUT names text[], OUT leases interval[])
@@ -3347,7 +3347,7 @@ COMMENT ON FUNCTION jobq._claim(text[], integer, text, interval) IS
 
 CREATE FUNCTION jobq.claim(
     queue text,
-    n integer DEFAULT 1,
+    n bigint DEFAULT 1,
     worker text DEFAULT NULL,
     lease interval DEFAULT NULL
 ) RETURNS SETOF jobq.job
@@ -3373,15 +3373,15 @@ BEGIN
     PERFORM jobq._check_queue_privilege(ARRAY[claim.queue], 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'consume' AND claim.queue LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
+    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n::integer, claim.worker, claim.lease);
 END
 $$;
-COMMENT ON FUNCTION jobq.claim(text, integer, text, interval) IS
+COMMENT ON FUNCTION jobq.claim(text, bigint, text, interval) IS
     'Leases up to n ready jobs of a queue (FOR UPDATE SKIP LOCKED), most urgent first; ''{a,b}'' claims across queues a and b.';
 
 CREATE FUNCTION jobq.claim(
     queues text[],
-    n integer DEFAULT 1,
+    n bigint DEFAULT 1,
     worker text DEFAULT NULL,
     lease interval DEFAULT NULL
 ) RETURNS SETOF jobq.job
@@ -3400,10 +3400,10 @@ BEGIN
     PERFORM jobq._check_queue_privilege(claim.queues, 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(claim.queues) AS q(name)
                       WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
+    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n::integer, claim.worker, claim.lease);
 END
 $$;
-COMMENT ON FUNCTION jobq.claim(text[], integer, text, interval) IS
+COMMENT ON FUNCTION jobq.claim(text[], bigint, text, interval) IS
     'Leases up to n ready jobs across several queues (FOR UPDATE SKIP LOCKED), most urgent first.';
 
 CREATE FUNCTION jobq._lock_ready(p_queue text, p_n integer) RETURNS SETOF jobq.job
@@ -3453,7 +3453,7 @@ $$;
 COMMENT ON FUNCTION jobq._lock_ready(text, integer) IS
     'Row-locks up to n ready jobs of a queue for in-transaction work (take, hold); limits and groups honoured.';
 
-CREATE FUNCTION jobq.take(queue text, n integer DEFAULT 1) RETURNS SETOF jobq.job
+CREATE FUNCTION jobq.take(queue text, n bigint DEFAULT 1) RETURNS SETOF jobq.job
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
@@ -3476,7 +3476,7 @@ BEGIN
                       WHERE g.privilege = 'consume' AND take.queue LIKE g.queue_like);
     RETURN QUERY
     WITH held AS (
-        SELECT * FROM jobq._lock_ready(take.queue, take.n)
+        SELECT * FROM jobq._lock_ready(take.queue, take.n::integer)
     ), done AS (
         SELECT count(*) FROM jobq._finish(p_ids => ARRAY(SELECT h.id FROM held AS h), p_lease_tokens => NULL,
                                                p_status => 'completed', p_error => NULL, p_held => true)
@@ -3484,10 +3484,10 @@ BEGIN
     SELECT h.* FROM held AS h, done ORDER BY h.priority, h.run_at, h.id;
 END
 $$;
-COMMENT ON FUNCTION jobq.take(text, integer) IS
+COMMENT ON FUNCTION jobq.take(text, bigint) IS
     'Removes up to n ready jobs inside the caller''s transaction: done on commit, back untouched on rollback.';
 
-CREATE FUNCTION jobq.hold(queue text, n integer DEFAULT 1) RETURNS SETOF jobq.job
+CREATE FUNCTION jobq.hold(queue text, n bigint DEFAULT 1) RETURNS SETOF jobq.job
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
@@ -3505,10 +3505,10 @@ BEGIN
     PERFORM jobq._check_queue_privilege(ARRAY[hold.queue], 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'consume' AND hold.queue LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
+    RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n::integer);
 END
 $$;
-COMMENT ON FUNCTION jobq.hold(text, integer) IS
+COMMENT ON FUNCTION jobq.hold(text, bigint) IS
     'Row-locks up to n ready jobs for the caller''s transaction (no lease); acknowledge with complete_held / fail_held.';
 
 CREATE FUNCTION jobq.complete_held(ids bigint[], results jsonb[] DEFAULT NULL) RETURNS integer
@@ -5404,10 +5404,10 @@ TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.claim(text, integer, text, interval),
-    jobq.claim(text[], integer, text, interval),
-    jobq.take(text, integer),
-    jobq.hold(text, integer),
+    jobq.claim(text, bigint, text, interval),
+    jobq.claim(text[], bigint, text, interval),
+    jobq.take(text, bigint),
+    jobq.hold(text, bigint),
     jobq.complete_held(bigint[], jsonb[]),
     jobq.fail_held(bigint, text, timestamptz),
     jobq.complete(bigint, uuid, jsonb),

@@ -79,11 +79,11 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.parent_results(bigint)":
         Call("SELECT count(*) FROM jobq.parent_results(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
     "jobq.watch(bigint)": Call("SELECT jobq.watch(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
-    "jobq.claim(text,integer,text,interval)": Call("SELECT count(*) FROM jobq.claim('priv', 1)", WORK),
-    "jobq.claim(text[],integer,text,interval)":
+    "jobq.claim(text,bigint,text,interval)": Call("SELECT count(*) FROM jobq.claim('priv', 1)", WORK),
+    "jobq.claim(text[],bigint,text,interval)":
         Call("SELECT count(*) FROM jobq.claim(ARRAY['priv'], 1)", WORK),
-    "jobq.take(text,integer)": Call("SELECT count(*) FROM jobq.take('priv', 1)", WORK),
-    "jobq.hold(text,integer)": Call("SELECT count(*) FROM jobq.hold('priv', 1)", WORK),
+    "jobq.take(text,bigint)": Call("SELECT count(*) FROM jobq.take('priv', 1)", WORK),
+    "jobq.hold(text,bigint)": Call("SELECT count(*) FROM jobq.hold('priv', 1)", WORK),
     "jobq.complete_held(bigint[],jsonb[])":
         Call("SELECT jobq.complete_held(ARRAY(SELECT id FROM jobq.hold('priv', 1)), ARRAY['1']::jsonb[])",
              WORK),

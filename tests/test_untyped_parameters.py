@@ -54,7 +54,7 @@ PREPARED = {
     "SELECT jobq.release($1, $2)": "{bigint,uuid}",
     "SELECT jobq.snooze($1, $2, $3)": "{bigint,uuid,\"timestamp with time zone\"}",
     "SELECT jobq.complete_many($1, $2)": "{bigint[],uuid[]}",
-    "SELECT * FROM jobq.claim($1, $2, $3, $4)": "{text,integer,text,interval}",
+    "SELECT * FROM jobq.claim($1, $2, $3, $4)": "{text,bigint,text,interval}",
     "SELECT jobq.enqueue($1, $2)": "{text,jsonb}",
     "SELECT jobq.next_run_at($1)": "{text[]}",
 }
@@ -96,3 +96,20 @@ def test_asyncpg_passes_the_lease_token_claim_returned(conn: Conn, dsn: str) -> 
     assert asyncio.run(acknowledge_with_asyncpg(dsn)) == [True, True, True, True, 2, False]
     left = conn.execute("SELECT status, count(*) FROM jobq.jobs WHERE queue = 'apg' GROUP BY 1 ORDER BY 1")
     assert left.fetchall() == [("ready", 1), ("scheduled", 1)], "released, and failed into a backoff"
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT count(*) FROM jobq.claim('nq', %s::bigint)",  # JDBC's setLong, a BigInt in postgres.js
+    "SELECT count(*) FROM jobq.claim(ARRAY['nq'], %s::bigint)",
+    "SELECT count(*) FROM jobq.take('nq', %s::bigint)",
+    "SELECT count(*) FROM jobq.hold('nq', %s::bigint)",
+])
+def test_n_takes_any_integer_type(conn: Conn, statement: str) -> None:
+    """n is a bigint (jobq 0.11): an int8 parameter was `42883 function jobq.claim(text, bigint) does not
+    exist`. Out of range it is still JQ007, never "integer out of range"."""
+    conn.execute("SELECT jobq.enqueue('nq', '{}') FROM generate_series(1, 3)")
+    assert scalar(conn, statement, (2,)) == 2
+    with pytest.raises(psycopg.Error) as raised:
+        conn.execute(statement, (2**40,))
+    assert raised.value.sqlstate == "JQ007"
+    assert "n must be between 0 and 1000, got 1099511627776" in str(raised.value.diag.message_primary)

@@ -1,7 +1,7 @@
 // A jobq worker in Java with JDBC (pgJDBC): LISTEN for wake-ups, claim jobs in batches, run a handler
 // per job, then complete or fail each job with its lease token.
 //   DATABASE_URL=jdbc:postgresql://host:5432/db?user=app java -cp postgresql.jar Worker.java [queue ...]
-// pgJDBC sends each parameter with the type of its setter: setLong for an id, setInt for n,
+// pgJDBC sends each parameter with the type of its setter: setLong for an id and for n,
 // setObject(UUID) for a lease token, setArray for claim's queues, setString for text. A jsonb or
 // interval argument given with setString needs ?::jsonb / ?::interval in the query (or
 // stringtype=unspecified in the URL): see docs/sql.md, "Typed drivers".
@@ -97,7 +97,7 @@ public class Worker {
         List<Job> jobs = new ArrayList<>();
         try (PreparedStatement statement = db.prepareStatement(sql)) {
             statement.setArray(1, queues); // text[]
-            statement.setInt(2, BATCH); // n is an integer: setInt (setLong sends a bigint)
+            statement.setLong(2, BATCH); // n is a bigint (jobq 0.11): setLong or setInt
             statement.setString(3, NAME);
             try (ResultSet rows = statement.executeQuery()) {
                 while (rows.next()) {

@@ -17,10 +17,10 @@ TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.claim(text, integer, text, interval),
-    jobq.claim(text[], integer, text, interval),
-    jobq.take(text, integer),
-    jobq.hold(text, integer),
+    jobq.claim(text, bigint, text, interval),
+    jobq.claim(text[], bigint, text, interval),
+    jobq.take(text, bigint),
+    jobq.hold(text, bigint),
     jobq.complete_held(bigint[], jsonb[]),
     jobq.fail_held(bigint, text, timestamptz),
     jobq.complete(bigint, uuid, jsonb),

@@ -112,7 +112,7 @@ $$;
 COMMENT ON FUNCTION jobq._check_unique_for(interval, boolean, text) IS
     'Raises JQ008 for a unique_for out of range, JQ009 for a unique_for without a job key.';
 
-CREATE FUNCTION jobq._check_batch(p_n integer, p_arg text, p_cap integer) RETURNS void
+CREATE FUNCTION jobq._check_batch(p_n bigint, p_arg text, p_cap integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -125,7 +125,7 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._check_batch(integer, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
+COMMENT ON FUNCTION jobq._check_batch(bigint, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
 
 CREATE FUNCTION jobq._fixed_length(p_value interval) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
