@@ -115,4 +115,4 @@ def test_typed_driver_workers_finish_each_job_exactly_once(conn: Conn, workers: 
     assert scalar(conn, "SELECT calls FROM pg_stat_user_functions"
                         " WHERE funcid = 'jobq.heartbeat(bigint, uuid, interval)'::regprocedure") == 2
     print(f"{kind}: {JOBS} jobs, two workers, {time.monotonic() - began:.1f} s from start to stop"
-          f" (PYTEST_ADDOPTS=-s shows it; {os.cpu_count()} cores, shared)")
+          f" (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")  # pytest -s shows it
