@@ -10,7 +10,7 @@ PY        := $(VENV)/bin/python
 # make db-start's throwaway server lives in DB_DIR (its socket too)
 DB_DIR    ?= $(CURDIR)/.tmp/db
 APT_PACKAGES := postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap pgtap pgbouncer python3-venv nodejs \
-                chromium chromium-driver
+                chromium chromium-driver libpostgresql-jdbc-java ruby-pg
 
 ifeq ($(shell id -u),0)
 AS_SERVER_USER := runuser -u postgres --
@@ -101,15 +101,21 @@ CHECK_TESTS := tests/test_doc_links.py tests/test_layout.py tests/test_sql_sourc
 check: lint
 	$(PYTEST) $(XDIST) -q $(CHECK_TESTS) $(PYTEST_ARGS)
 
-# --- the workers in other languages (examples/), run by tests/test_examples.py
-# node-postgres from the committed package-lock.json. npm: Debian's nodejs lacks it
-# (apt package npm); NodeSource's nodejs ships it and conflicts with Debian's npm.
+# --- the workers in other languages (examples/), run by tests/test_examples.py and
+# tests/test_examples_drivers.py. node-postgres and postgres.js from their committed
+# package-lock.json. npm: Debian's nodejs lacks it (apt package npm); NodeSource's nodejs
+# ships it and conflicts with Debian's npm. The JDBC driver (libpostgresql-jdbc-java) and
+# ruby-pg come with make deps; the Java worker is compiled here, once, into examples/java/build.
+JDBC_JAR := /usr/share/java/postgresql.jar
 .PHONY: examples-deps
 test-pytest: examples-deps
 examples-deps:
 	@command -v npm >/dev/null 2>&1 || .ci/apt-deps npm
+	@command -v javac >/dev/null 2>&1 || .ci/apt-deps default-jdk-headless
 	cd examples/node && npm ci --no-audit --no-fund
-	chmod -R a+rX examples/node/node_modules
+	cd examples/postgresjs && npm ci --no-audit --no-fund
+	javac -Xlint:all -Werror -d examples/java/build -cp $(JDBC_JAR) examples/java/Worker.java
+	chmod -R a+rX examples/node/node_modules examples/postgresjs/node_modules examples/java/build
 
 lint: venv
 	tools/lint.sh $(VENV)
