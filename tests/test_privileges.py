@@ -96,6 +96,7 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.fail(bigint,text,uuid,timestamp with time zone)":
         Call("SELECT jobq.fail(%(held)s, 'error', %(token)s)", WORK),
     "jobq.heartbeat(bigint,uuid,interval)": Call("SELECT jobq.heartbeat(%(held)s, %(token)s)", WORK),
+    "jobq.progress(bigint,uuid,jsonb)": Call("SELECT jobq.progress(%(held)s, %(token)s, '1')", WORK),
     "jobq.release(bigint,uuid)": Call("SELECT jobq.release(%(held)s, %(token)s)", WORK),
     "jobq.snooze(bigint,uuid,timestamp with time zone)":
         Call("SELECT jobq.snooze(%(held)s, %(token)s, now() + interval '1 hour')", WORK),
