@@ -1,6 +1,6 @@
 """Fencing races at the SQL level, with several real sessions:
 
-* a late complete / fail / heartbeat / release / snooze from a worker whose
+* a late complete / fail / heartbeat / progress / release / snooze from a worker whose
   lease expired after the job was reaped (or reaped and claimed again)
   changes nothing, row for row;
 * a reaper racing acknowledgements never resurrects a finished job and never
@@ -79,6 +79,7 @@ LATE_CALLS: dict[str, str] = {
     "fail with retry_at": "SELECT jobq.fail(%(id)s, 'late failure', %(token)s, now() + interval '1 hour')",
     "heartbeat": "SELECT jobq.heartbeat(%(id)s, %(token)s)",
     "heartbeat with extend": "SELECT jobq.heartbeat(%(id)s, %(token)s, interval '1 hour')",
+    "progress": "SELECT jobq.progress(%(id)s, %(token)s, '{\"late\": true}')",
     "release": "SELECT jobq.release(%(id)s, %(token)s)",
     "snooze": "SELECT jobq.snooze(%(id)s, %(token)s, now() + interval '1 hour')",
     "complete_many": "SELECT jobq.complete_many(ARRAY[%(id)s]::bigint[], ARRAY[%(token)s]::uuid[]) = 1",
