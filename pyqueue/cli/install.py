@@ -48,7 +48,7 @@ def configure_version(parser: argparse.ArgumentParser) -> None:
 
 def package_version() -> str:
     try:
-        return metadata.version("pyqueue")
+        return metadata.version("jobq")
     except metadata.PackageNotFoundError:
         return "unknown (not installed)"
 

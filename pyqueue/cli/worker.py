@@ -67,7 +67,7 @@ def configure_worker(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus metrics on http://HOST:N/metrics while the worker runs: its "
                         "handlers' durations, pickup delays and jobs in flight, and jobq's metrics read from "
                         "the database at each scrape (needs prometheus-client: pip install "
-                        "'pyqueue[metrics]'; 0: any free port, logged)")
+                        "'jobq[metrics]'; 0: any free port, logged)")
     parser.add_argument("--metrics-host", metavar="HOST",
                         help=f"address to serve the metrics on (default {METRICS_HOST}: this machine only)")
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS,

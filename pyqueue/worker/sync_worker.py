@@ -103,7 +103,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
     each tick is enqueued once however many workers run.
 
     Metrics (``metrics_port=N``, ``metrics_host`` default 127.0.0.1; needs
-    prometheus-client, ``pip install 'pyqueue[metrics]'``): while ``run()``
+    prometheus-client, ``pip install 'jobq[metrics]'``): while ``run()``
     runs, ``http://HOST:N/metrics`` serves the worker's handler histograms
     and in-flight gauge with jobq's own metrics read from the database at
     each scrape (see ``pyqueue.metrics``). Without it nothing is imported.
