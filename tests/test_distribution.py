@@ -53,7 +53,8 @@ def test_no_install_line_names_the_other_project() -> None:
 
 def test_help_texts_name_the_jobq_extras() -> None:
     # `pyqueue --help` lists `dashboard` with its extra; `worker --help` explains --metrics-port.
-    wanted = (([], "pip install 'jobq[dashboard]'"), (["worker"], "pip install 'jobq[metrics]'"))
+    wanted: list[tuple[list[str], str]] = [([], "pip install 'jobq[dashboard]'"),
+                                           (["worker"], "pip install 'jobq[metrics]'")]
     for command, extra in wanted:
         done = subprocess.run([sys.executable, "-m", "pyqueue", *command, "--help"],
                               capture_output=True, text=True, timeout=60, check=True)
