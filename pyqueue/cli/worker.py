@@ -13,10 +13,9 @@ from datetime import timedelta
 from typing import Any
 
 import pyqueue
-from pyqueue import defaults, schema
+from pyqueue import defaults
 from pyqueue.cli.arguments import delay_seconds, positive_int, positive_seconds
 from pyqueue.cli.command import EXIT_OK, EXIT_REFUSED, Command, CommandError, connect_dsn, resolve_dsn
-from pyqueue.cli.install import package_version
 from pyqueue.worker.observer import METRICS_HOST, MetricsError
 
 WORKER_OPTIONS = ("concurrency", "batch_size", "lease", "poll_interval", "max_poll_interval", "listen_dsn",
@@ -151,18 +150,10 @@ def run_worker(args: argparse.Namespace) -> int:
             worker.register(queue, target)
     else:
         raise CommandError(f"{args.target} is neither a pyqueue.Worker nor callable", exit_code=EXIT_REFUSED)
-    with connect_dsn(worker.dsn, source) as conn:  # fail fast and clearly, before starting threads
-        version = schema.installed_version(conn)
-        if version is None:
-            raise CommandError("jobq is not installed in this database", exit_code=EXIT_REFUSED,
-                               hint="Run `pyqueue install` first.")
-        info = conn.info
-        database = f"host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
+    with connect_dsn(worker.dsn, source):  # an unreachable database said with the DSN and where it came from
+        pass
+    # worker.run() checks jobq (not installed: an error with a hint) and logs the startup line.
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
-    logging.getLogger("pyqueue.worker").info(
-        "pyqueue worker starting: queues %s; concurrency %d; batch size %d; database %s; "
-        "jobq %s installed; pyqueue %s", ", ".join(worker.queues), worker.concurrency, worker.batch_size,
-        database, version, package_version())
     try:
         worker.run(handle_signals=True)
     except MetricsError as exc:
