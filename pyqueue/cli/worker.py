@@ -9,6 +9,7 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 from datetime import timedelta
 from typing import Any
 
@@ -92,6 +93,14 @@ def load_target(spec: str, app_dir: str = ".") -> object:
     if not module_name or not attr:
         raise CommandError(f"expected MODULE:ATTR, got {spec!r}", exit_code=EXIT_REFUSED,
                            hint="For example: pyqueue worker myapp.tasks:send_email --queue emails")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        folder, _, file = module_name.removesuffix(".py").rpartition("/")
+        dotted = module_name.removesuffix(".py").replace("/", ".").strip(".")
+        hint = f"For ./{module_name}: pyqueue worker {dotted}:{attr}"
+        if folder:
+            hint += f" (a package), or pyqueue worker {file}:{attr} --app-dir {folder}"
+        raise CommandError(f"MODULE is a Python module name, not a file path: got {module_name!r}",
+                           exit_code=EXIT_REFUSED, hint=hint + ".")
     directory = os.path.abspath(app_dir)
     if not os.path.isdir(directory):
         raise CommandError(f"--app-dir {app_dir}: no such directory", exit_code=EXIT_REFUSED)
@@ -101,6 +110,10 @@ def load_target(spec: str, app_dir: str = ".") -> object:
     try:
         found: object = importlib.import_module(module_name)
     except ImportError as exc:
+        if not not_found(exc, module_name):  # MODULE was found; an import inside it failed
+            traceback.print_exc()
+            raise CommandError(f"importing {module_name} failed: {exc}", exit_code=EXIT_REFUSED,
+                               hint=f"The traceback above shows where, inside {module_name}.") from exc
         path = os.path.join(directory, *module_name.split("."))
         raise CommandError(
             f"cannot import {module_name} (looked for {path}.py or {path}/__init__.py, "
@@ -113,6 +126,14 @@ def load_target(spec: str, app_dir: str = ".") -> object:
         except AttributeError as exc:
             raise CommandError(f"{module_name} has no attribute {attr}", exit_code=EXIT_REFUSED) from exc
     return found
+
+
+def not_found(error: ImportError, module_name: str) -> bool:
+    """Whether ``error`` says MODULE itself (or a package above it) is missing,
+    rather than something MODULE imports."""
+    parts = module_name.split(".")
+    return isinstance(error, ModuleNotFoundError) and error.name in {
+        ".".join(parts[:i]) for i in range(1, len(parts) + 1)}
 
 
 def run_worker(args: argparse.Namespace) -> int:
