@@ -72,8 +72,8 @@ def configure_worker(parser: argparse.ArgumentParser) -> None:
                         help=f"address to serve the metrics on (default {METRICS_HOST}: this machine only)")
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS,
                         help="what the worker logs on stderr: a startup line, shutdown and reconnections "
-                        "at INFO/WARNING, failed and dead jobs (with their traceback) at ERROR "
-                        "(default INFO)")
+                        "at INFO/WARNING, a line per failed attempt that will be retried at WARNING, "
+                        "a job that goes dead (with its traceback) at ERROR (default INFO)")
 
 
 def tcp_port(text: str) -> int:
