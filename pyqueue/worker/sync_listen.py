@@ -202,9 +202,8 @@ def listen(dsn: str, queues: str | Sequence[str], handler: Handler | TxHandler |
     Before anything else it connects once (``pyqueue.worker.startup``): a
     bad DSN or an unreachable server raises its ``psycopg.OperationalError``
     here, a database without jobq :class:`pyqueue.JobqNotInstalled`; then
-    it logs an INFO line saying what starts (and a WARNING for an older
-    jobq or a queue jobq has never seen). Connections lost later are
-    retried with backoff.
+    it logs an INFO line saying what starts (and a WARNING for a queue jobq
+    has never seen). Connections lost later are retried with backoff.
 
     Settings are checked here (TypeError / ValueError naming the argument):
     durations (``lease``, ``poll_interval``, ``reap_interval``,

@@ -113,8 +113,8 @@ class Worker(WorkerCore[Handler, TxHandler]):
     first; a bad DSN or an unreachable server raises its
     ``psycopg.OperationalError`` at once, and a database without jobq
     :class:`pyqueue.JobqNotInstalled`. It logs one INFO line (queues,
-    settings, database, versions), and a WARNING when jobq is older than
-    this pyqueue's or a queue is one jobq has never seen.
+    settings, database, versions), and a WARNING when a queue is one jobq
+    has never seen.
 
     Authentication and authorisation failures (SQLSTATE 28P01, 28000,
     42501: a wrong password, an unknown role, no CONNECT or jobq privilege)
