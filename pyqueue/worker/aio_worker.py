@@ -54,7 +54,8 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
     None: no limit) are cancelled and their jobs failed with "shutdown
     timeout" (the attempt counts). Periodic jobs run by workers
     (``run_schedules``), the first connection and its checks, authentication
-    errors and metrics (``metrics_port``): as for ``Worker``; the metrics server runs in a thread of its own.
+    errors and metrics (``metrics_port``): as for ``Worker``; the metrics
+    server runs in a thread of its own.
     """
 
     _ASYNC = True
