@@ -10,7 +10,7 @@ PY        := $(VENV)/bin/python
 # make db-start's throwaway server lives in DB_DIR (its socket too)
 DB_DIR    ?= $(CURDIR)/.tmp/db
 APT_PACKAGES := postgresql-15 postgresql-server-dev-15 postgresql-15-cron postgresql-15-pgtap pgtap pgbouncer python3-venv nodejs \
-                chromium chromium-driver
+                chromium chromium-driver libpostgresql-jdbc-java ruby-pg
 
 ifeq ($(shell id -u),0)
 AS_SERVER_USER := runuser -u postgres --
@@ -70,17 +70,19 @@ XDIST   = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loa
 PYTEST_PARALLEL = $(PYTEST) $(XDIST) -m 'not alone' $(PYTEST_ARGS)
 PYTEST_ALONE    = $(PYTEST) -m alone $(PYTEST_ARGS) || test $$? -eq 5
 
-# `make test`: pgTAP (tests/run_pgtap.sh) runs beside pytest and its report
-# follows pytest's; both must pass. (No $(MAKE) here: `make -n test` must
-# only print, and tests/test_make.py runs it.)
-test: deps venv install lint examples-deps
-	@log=$$(mktemp /tmp/jobq-pgtap-log.XXXXXX); \
-	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY) >$$log 2>&1 & pgtap=$$!; \
+# `make test`: the linters (tools/lint.sh) and pgTAP (tests/run_pgtap.sh) run
+# beside pytest, their reports printed after pytest's; all three must pass.
+# (No $(MAKE) here: `make -n test` must only print, and tests/test_make.py runs it.)
+test: deps venv install examples-deps
+	@lintlog=$$(mktemp /tmp/jobq-lint-log.XXXXXX); pgtaplog=$$(mktemp /tmp/jobq-pgtap-log.XXXXXX); \
+	tools/lint.sh $(VENV) >$$lintlog 2>&1 & lint=$$!; \
+	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY) >$$pgtaplog 2>&1 & pgtap=$$!; \
 	$(PYTEST_PARALLEL); pytest_status=$$?; \
 	$(PYTEST_ALONE) || pytest_status=1; \
-	wait $$pgtap; pgtap_status=$$?; cat $$log; rm -f $$log; \
-	echo "make test: pytest exit $$pytest_status, pgTAP exit $$pgtap_status"; \
-	[ $$pytest_status -eq 0 ] && [ $$pgtap_status -eq 0 ]
+	wait $$lint; lint_status=$$?; cat $$lintlog; rm -f $$lintlog; \
+	wait $$pgtap; pgtap_status=$$?; cat $$pgtaplog; rm -f $$pgtaplog; \
+	echo "make test: lint exit $$lint_status, pytest exit $$pytest_status, pgTAP exit $$pgtap_status"; \
+	[ $$lint_status -eq 0 ] && [ $$pytest_status -eq 0 ] && [ $$pgtap_status -eq 0 ]
 
 test-pgtap:
 	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY)
@@ -95,35 +97,30 @@ CHECK_TESTS := tests/test_doc_links.py tests/test_layout.py tests/test_sql_sourc
                tests/test_fleet_start.py tests/test_worker_settings.py tests/test_client.py \
                tests/test_sql_sessions.py tests/test_concurrency_limits.py \
                tests/test_enqueue_options.py tests/test_untyped_parameters.py tests/test_take.py \
+               tests/test_run_order.py tests/test_failover_core.py \
                $(wildcard tests/test_consumer_core.py)
 
 check: lint
 	$(PYTEST) $(XDIST) -q $(CHECK_TESTS) $(PYTEST_ARGS)
 
-# --- the workers in other languages (examples/), run by tests/test_examples.py
-# node-postgres from the committed package-lock.json. npm: Debian's nodejs lacks it
-# (apt package npm); NodeSource's nodejs ships it and conflicts with Debian's npm.
+# --- the workers in other languages (examples/), run by tests/test_examples.py and
+# tests/test_examples_drivers.py. node-postgres and postgres.js from their committed
+# package-lock.json. npm: Debian's nodejs lacks it (apt package npm); NodeSource's nodejs
+# ships it and conflicts with Debian's npm. The JDBC driver (libpostgresql-jdbc-java) and
+# ruby-pg come with make deps; the Java worker is compiled here, once, into examples/java/build.
+JDBC_JAR := /usr/share/java/postgresql.jar
 .PHONY: examples-deps
 test-pytest: examples-deps
 examples-deps:
 	@command -v npm >/dev/null 2>&1 || .ci/apt-deps npm
+	@command -v javac >/dev/null 2>&1 || .ci/apt-deps default-jdk-headless
 	cd examples/node && npm ci --no-audit --no-fund
-	chmod -R a+rX examples/node/node_modules
+	cd examples/postgresjs && npm ci --no-audit --no-fund
+	javac -Xlint:all -Werror -d examples/java/build -cp $(JDBC_JAR) examples/java/Worker.java
+	chmod -R a+rX examples/node/node_modules examples/postgresjs/node_modules examples/java/build
 
 lint: venv
-	$(VENV)/bin/ruff check pyqueue tests tools
-	$(VENV)/bin/mypy
-	@# every full install script alone, every upgrade step after its base script;
-	@# pgspot must exit 0 and report nothing
-	@set -e; for f in $(wildcard sql/jobq--*.sql); do \
-	  case $$f in \
-	    *--*--*) args="-a $$(echo $$f | sed 's/--[0-9.]*\.sql$$/.sql/') $$f" ;; \
-	    *) args=$$f ;; \
-	  esac; \
-	  out=$$($(VENV)/bin/pgspot --summary-only $$args) || { echo "pgspot $$args failed: $$out" >&2; exit 1; }; \
-	  echo "$$out" | tail -n 1 | grep -q 'Errors: 0 Warnings: 0 Unknown: 0' || { echo "pgspot $$args: $$out" >&2; exit 1; }; \
-	  echo "pgspot $$args: clean"; \
-	done
+	tools/lint.sh $(VENV)
 
 # --- the long reliability tier: the fault tests with CHAOS_SCALE times the jobs,
 #     kills, restarts and race rounds; every test's figures go to CHAOS_REPORT
@@ -131,7 +128,8 @@ CHAOS_SCALE  ?= 10
 CHAOS_REPORT ?= /tmp/jobq-chaos-report.json
 CHAOS_TESTS  := tests/test_faults.py tests/test_restart.py tests/test_fencing.py \
                 tests/test_pgbouncer.py tests/test_bad_input.py tests/test_privileges.py \
-                tests/test_workflow_concurrency.py tests/test_examples.py
+                tests/test_workflow_concurrency.py tests/test_examples.py tests/test_archive_partitions.py \
+                tests/test_failover.py
 
 chaos: deps venv install examples-deps
 	rm -f $(CHAOS_REPORT)

@@ -84,8 +84,8 @@ SELECT set_eq(
         'jobq.version()',
         'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
         'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
-        'jobq.claim(text,integer,text,interval)',
-        'jobq.claim(text[],integer,text,interval)',
+        'jobq.claim(text,bigint,text,interval)',
+        'jobq.claim(text[],bigint,text,interval)',
         'jobq.complete(bigint,uuid,jsonb)',
         'jobq.complete_many(bigint[],uuid[],jsonb[])',
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
@@ -100,17 +100,12 @@ SELECT set_eq(
         'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)',
         'jobq.cancel_jobs(text,text,jsonb)',
         'jobq.discard_dead(text,interval)',
-        'jobq.complete(bigint,text,jsonb)',
-        'jobq.fail(bigint,text,text,timestamp with time zone)',
-        'jobq.heartbeat(bigint,text,interval)',
-        'jobq.release(bigint,text)',
-        'jobq.snooze(bigint,text,timestamp with time zone)',
         'jobq.run_schedules()',
         'jobq.reset_queue(text)',
         'jobq.schedule_maintenance(text,text)',
         'jobq.unschedule_maintenance()',
-        'jobq.take(text,integer)',
-        'jobq.hold(text,integer)',
+        'jobq.take(text,bigint)',
+        'jobq.hold(text,bigint)',
         'jobq.complete_held(bigint[],jsonb[])',
         'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
@@ -134,8 +129,8 @@ SELECT set_eq(
 SELECT has_function('jobq', 'version', ARRAY[]::text[], 'jobq.version() exists');
 SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval, bigint[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure)');
 SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'jobq.enqueue_many(..., text[], text, interval, interval, bigint[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure)');
-SELECT has_function('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq.claim(text, int, text, interval) exists');
-SELECT has_function('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'jobq.claim(text[], int, text, interval) exists');
+SELECT has_function('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq.claim(text, bigint, text, interval) exists');
+SELECT has_function('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'jobq.claim(text[], bigint, text, interval) exists');
 SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'jobq.complete(bigint, uuid, jsonb) exists (result)');
 SELECT has_function('jobq', 'complete_many', ARRAY['bigint[]', 'uuid[]', 'jsonb[]'], 'jobq.complete_many(bigint[], uuid[], jsonb[]) exists (results)');
 SELECT has_function('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'jobq.fail(bigint, text, uuid, timestamptz) exists');
@@ -151,8 +146,8 @@ SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interva
 SELECT has_function('jobq', 'reset_queue', ARRAY['text'], 'jobq.reset_queue(text) exists');
 SELECT has_function('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'jobq.schedule_maintenance(text, text) exists');
 SELECT has_function('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'jobq.unschedule_maintenance() exists');
-SELECT has_function('jobq', 'take', ARRAY['text', 'integer'], 'jobq.take(text, int) exists');
-SELECT has_function('jobq', 'hold', ARRAY['text', 'integer'], 'jobq.hold(text, int) exists');
+SELECT has_function('jobq', 'take', ARRAY['text', 'bigint'], 'jobq.take(text, bigint) exists');
+SELECT has_function('jobq', 'hold', ARRAY['text', 'bigint'], 'jobq.hold(text, bigint) exists');
 SELECT has_function('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'jobq.complete_held(bigint[], jsonb[]) exists (results)');
 SELECT has_function('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'jobq.fail_held(bigint, text, timestamptz) exists');
 SELECT has_function('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'jobq.snooze(bigint, uuid, timestamptz) exists');
@@ -171,8 +166,8 @@ SELECT has_function('jobq', 'watch', ARRAY['bigint'], 'jobq.watch(bigint) exists
 SELECT function_returns('jobq', 'version', ARRAY[]::text[], 'text', 'version() returns text');
 SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'bigint', 'enqueue() returns bigint');
 SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
-SELECT function_returns('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
-SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
+SELECT function_returns('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
+SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'boolean', 'complete() returns boolean');
 SELECT function_returns('jobq', 'complete_many', ARRAY['bigint[]', 'uuid[]', 'jsonb[]'], 'integer', 'complete_many() returns integer');
 SELECT function_returns('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'boolean', 'fail() returns boolean');
@@ -188,8 +183,8 @@ SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'int
 SELECT function_returns('jobq', 'reset_queue', ARRAY['text'], 'boolean', 'reset_queue() returns boolean');
 SELECT function_returns('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'setof record', 'schedule_maintenance() returns a table');
 SELECT function_returns('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'integer', 'unschedule_maintenance() returns integer');
-SELECT function_returns('jobq', 'take', ARRAY['text', 'integer'], 'setof jobq.job', 'take() returns setof jobq.job');
-SELECT function_returns('jobq', 'hold', ARRAY['text', 'integer'], 'setof jobq.job', 'hold() returns setof jobq.job');
+SELECT function_returns('jobq', 'take', ARRAY['text', 'bigint'], 'setof jobq.job', 'take() returns setof jobq.job');
+SELECT function_returns('jobq', 'hold', ARRAY['text', 'bigint'], 'setof jobq.job', 'hold() returns setof jobq.job');
 SELECT function_returns('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'integer', 'complete_held() returns integer');
 SELECT function_returns('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'boolean', 'fail_held() returns boolean');
 SELECT function_returns('jobq', 'snooze', ARRAY['bigint', 'uuid', 'timestamp with time zone'], 'boolean', 'snooze() returns boolean');
@@ -209,7 +204,7 @@ SELECT is((SELECT pg_catalog.pg_get_function_result('jobq.parent_results(bigint)
 
 -- SECURITY DEFINER exactly where intended -----------------------------------
 SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'enqueue() is SECURITY DEFINER');
-SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'integer', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
+SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
 SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'complete() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'version', ARRAY[]::text[], 'version() is not SECURITY DEFINER');
@@ -222,8 +217,8 @@ SELECT isnt_definer('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'int
                     'every() is not SECURITY DEFINER (its pg_cron job runs as the caller)');
 SELECT isnt_definer('jobq', 'unschedule', ARRAY['text'], 'unschedule() is not SECURITY DEFINER (pg_cron checks the caller owns the job)');
 SELECT is_definer('jobq', 'enqueue_periodic', ARRAY['text'], 'enqueue_periodic() is SECURITY DEFINER (what the pg_cron job calls)');
-SELECT is_definer('jobq', 'take', ARRAY['text', 'integer'], 'take() is SECURITY DEFINER');
-SELECT is_definer('jobq', 'hold', ARRAY['text', 'integer'], 'hold() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'take', ARRAY['text', 'bigint'], 'take() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'hold', ARRAY['text', 'bigint'], 'hold() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'complete_held() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'fail_held() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer'],
@@ -240,8 +235,8 @@ SELECT set_eq(
     ARRAY[
         'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
         'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
-        'jobq.claim(text,integer,text,interval)',
-        'jobq.claim(text[],integer,text,interval)',
+        'jobq.claim(text,bigint,text,interval)',
+        'jobq.claim(text[],bigint,text,interval)',
         'jobq.complete(bigint,uuid,jsonb)',
         'jobq.complete_many(bigint[],uuid[],jsonb[])',
         'jobq.fail(bigint,text,uuid,timestamp with time zone)',
@@ -256,15 +251,10 @@ SELECT set_eq(
         'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)',
         'jobq.cancel_jobs(text,text,jsonb)',
         'jobq.discard_dead(text,interval)',
-        'jobq.complete(bigint,text,jsonb)',
-        'jobq.fail(bigint,text,text,timestamp with time zone)',
-        'jobq.heartbeat(bigint,text,interval)',
-        'jobq.release(bigint,text)',
-        'jobq.snooze(bigint,text,timestamp with time zone)',
         'jobq.run_schedules()',
         'jobq.reset_queue(text)',
-        'jobq.take(text,integer)',
-        'jobq.hold(text,integer)',
+        'jobq.take(text,bigint)',
+        'jobq.hold(text,bigint)',
         'jobq.complete_held(bigint[],jsonb[])',
         'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
@@ -318,10 +308,10 @@ SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND 'lock_timeout=5s' = ANY (coalesce(p.proconfig, '{}'))$$,
     ARRAY[
-        'jobq.claim(text,integer,text,interval)',
-        'jobq.claim(text[],integer,text,interval)',
-        'jobq.take(text,integer)',
-        'jobq.hold(text,integer)',
+        'jobq.claim(text,bigint,text,interval)',
+        'jobq.claim(text[],bigint,text,interval)',
+        'jobq.take(text,bigint)',
+        'jobq.hold(text,bigint)',
         'jobq.complete_held(bigint[],jsonb[])',
         'jobq.fail_held(bigint,text,timestamp with time zone)',
         'jobq.snooze(bigint,uuid,timestamp with time zone)',
@@ -346,7 +336,7 @@ SELECT set_eq(
     ARRAY['jobq._archive_add(date,date)',
           'jobq._archive_drop(text,timestamp with time zone,timestamp with time zone)'],
     'lock_timeout = 1s is pinned on exactly the archive''s partition DDL (_archive_add, _archive_drop)');
-SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq.claim(text[],integer,text,interval)'::regprocedure),
+SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq.claim(text[],bigint,text,interval)'::regprocedure),
           ARRAY['search_path=pg_catalog, pg_temp', 'lock_timeout=5s'],
           'claim(text[]) pins exactly search_path and lock_timeout (no statement_timeout that a long claim could trip)');
 SELECT is((SELECT p.proconfig FROM pg_catalog.pg_proc AS p WHERE p.oid = 'jobq._claim(text[],integer,text,interval)'::regprocedure),
@@ -357,7 +347,7 @@ SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'plan_cache_mode=force_generic_plan'$$,
     ARRAY['jobq._claim(text[],integer,text,interval)',
-          'jobq.take(text,integer)',
+          'jobq.take(text,bigint)',
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',
@@ -388,7 +378,7 @@ SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p, unnest(p.proconfig) AS c
       WHERE p.pronamespace = 'jobq'::regnamespace AND c = 'jit=off'$$,
     ARRAY['jobq._claim(text[],integer,text,interval)',
-          'jobq.take(text,integer)',
+          'jobq.take(text,bigint)',
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval,timestamp with time zone)',

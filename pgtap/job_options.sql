@@ -3,7 +3,7 @@
 -- untyped queue arrays, fixed-length durations, limits no session setting
 -- can change, and what the views say of them.
 BEGIN;
-SELECT plan(37);
+SELECT plan(38);
 
 -- timeout: the job's own, else the queue's, fixed at enqueue ------------------------------------
 SELECT jobq.configure_queue('to', timeout => '30 seconds');
@@ -66,9 +66,11 @@ SELECT is(jobq.discard_dead('dd'), 1, 'discard_dead: every dead job of the queue
 SELECT jobq.enqueue('tx', '{}'), jobq.enqueue('ty', '{}');
 CREATE TEMP TABLE c AS SELECT * FROM jobq.claim('{tx,ty}', 5);
 SELECT is((SELECT count(*)::int FROM c), 2, 'claim(''{tx,ty}'') (an untyped array) claims across both queues');
-SELECT throws_ok($$SELECT jobq.complete((SELECT min(id) FROM c), '7f9c-lease-token')$$, 'JQ010', NULL,
-                 'a lease token that is not a UUID: JQ010');
-SELECT ok(jobq.complete(id, lease_token::text), 'a lease token as text completes') FROM c WHERE queue = 'tx';
+SELECT throws_ok($$SELECT jobq.complete((SELECT min(id) FROM c), '7f9c-lease-token')$$, '22P02', NULL,
+                 'a lease token that is not a UUID: PostgreSQL''s 22P02 (jobq 0.11: a uuid parameter only)');
+SELECT hasnt_function('jobq', 'complete', ARRAY['bigint', 'text', 'jsonb'],
+                      'no text-token overload: an untyped token resolves to the uuid one, as typed drivers need');
+SELECT ok(jobq.complete(id, lease_token), 'the claimed token completes') FROM c WHERE queue = 'tx';
 SELECT throws_ok($$SELECT jobq.fail(id, NULL, lease_token) FROM c WHERE queue = 'ty'$$, 'JQ017', NULL,
                  'fail with a NULL error: JQ017');
 SELECT throws_ok($$SELECT jobq.claim('tx', 1, NULL, interval '1 mon -30 days 1 second')$$, 'JQ008', NULL,

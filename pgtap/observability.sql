@@ -44,7 +44,7 @@ SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_admin', ARRA
                           'function_privs_are: jobq_admin may execute run_now()');
 SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'],
                           'jobq_viewer', ARRAY[]::text[], 'function_privs_are: jobq_viewer may not execute enqueue()');
-SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq_viewer', ARRAY[]::text[],
+SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq_viewer', ARRAY[]::text[],
                           'function_privs_are: jobq_viewer may not execute claim()');
 SELECT function_privs_are('jobq', 'retry', ARRAY['bigint'], 'jobq_viewer', ARRAY[]::text[],
                           'function_privs_are: jobq_viewer may not execute retry()');

@@ -16,10 +16,10 @@ INSERT INTO api VALUES
     ('jobq.result(bigint)', true, true),
     ('jobq.parent_results(bigint)', true, true),
     ('jobq.watch(bigint)', true, true),
-    ('jobq.claim(text,integer,text,interval)', false, true),
-    ('jobq.claim(text[],integer,text,interval)', false, true),
-    ('jobq.take(text,integer)', false, true),
-    ('jobq.hold(text,integer)', false, true),
+    ('jobq.claim(text,bigint,text,interval)', false, true),
+    ('jobq.claim(text[],bigint,text,interval)', false, true),
+    ('jobq.take(text,bigint)', false, true),
+    ('jobq.hold(text,bigint)', false, true),
     ('jobq.complete_held(bigint[],jsonb[])', false, true),
     ('jobq.fail_held(bigint,text,timestamp with time zone)', false, true),
     ('jobq.snooze(bigint,uuid,timestamp with time zone)', false, true),
@@ -28,11 +28,6 @@ INSERT INTO api VALUES
     ('jobq.fail(bigint,text,uuid,timestamp with time zone)', false, true),
     ('jobq.heartbeat(bigint,uuid,interval)', false, true),
     ('jobq.release(bigint,uuid)', false, true),
-    ('jobq.complete(bigint,text,jsonb)', false, true),
-    ('jobq.fail(bigint,text,text,timestamp with time zone)', false, true),
-    ('jobq.heartbeat(bigint,text,interval)', false, true),
-    ('jobq.release(bigint,text)', false, true),
-    ('jobq.snooze(bigint,text,timestamp with time zone)', false, true),
     ('jobq.reap(integer)', false, true),
     ('jobq.next_run_at(text[])', false, true),
     ('jobq.run_schedules()', false, true),
@@ -78,13 +73,13 @@ SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                     AND (has_function_privilege('jobq_producer', p.oid, 'EXECUTE')
                          OR has_function_privilege('jobq_worker', p.oid, 'EXECUTE'))$$,
                 'producers and workers may execute no private helper');
-SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'integer', 'text', 'interval'], 'jobq_producer', ARRAY[]::text[],
+SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq_producer', ARRAY[]::text[],
                           'function_privs_are: jobq_producer has no privilege on claim(text, ...)');
 SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'],
                           'jobq_worker', ARRAY[]::text[], 'function_privs_are: jobq_worker has no privilege on enqueue');
-SELECT function_privs_are('jobq', 'take', ARRAY['text', 'integer'], 'jobq_worker', ARRAY['EXECUTE'],
+SELECT function_privs_are('jobq', 'take', ARRAY['text', 'bigint'], 'jobq_worker', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_worker may execute take');
-SELECT function_privs_are('jobq', 'hold', ARRAY['text', 'integer'], 'jobq_worker', ARRAY['EXECUTE'],
+SELECT function_privs_are('jobq', 'hold', ARRAY['text', 'bigint'], 'jobq_worker', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_worker may execute hold');
 SELECT function_privs_are('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'jobq_producer', ARRAY[]::text[],
                           'function_privs_are: jobq_producer has no privilege on complete_held');

@@ -173,9 +173,10 @@ class InvalidJobKey(InvalidArgument):
 
 
 class MissingLease(InvalidArgument):
-    """JQ010: a job id or lease token is NULL, or a lease token is not a UUID;
-    or ``ids`` and ``lease_tokens`` (or ``results``) differ in length, hold
-    NULLs, or have more than one dimension."""
+    """JQ010: a job id or lease token is NULL; or ``ids`` and ``lease_tokens``
+    (or ``results``) differ in length, hold NULLs, or have more than one
+    dimension. (A lease token that is not a UUID: pyqueue raises this before
+    sending it; in SQL, PostgreSQL refuses it with 22P02 since jobq 0.11.)"""
 
     SQLSTATE = "JQ010"
 

@@ -140,12 +140,17 @@ class LocalServer:
                 str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", "postgres",
                 "--auth=trust", "--no-locale", "-E", "UTF8", "--no-sync",
             ])
+        self.launch()
+        self.create_database()
+        return self
+
+    def launch(self) -> None:
+        """Start the server on its data directory as it is (no initdb, no
+        database made): a standby, or a server stopped before."""
         self._run([
             str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-w", "-t", str(START_TIMEOUT),
             "-l", str(self.logfile), "-o", self.options(), "start",
         ])
-        self.create_database()
-        return self
 
     def create_database(self) -> None:
         psql = [str(self.bindir / "psql"), "-h", self.host, "-p", str(self.port), "-U", "postgres",
@@ -160,10 +165,31 @@ class LocalServer:
         if self.pg_cron:
             self._run([*psql, "-d", self.database, "-c", "CREATE EXTENSION IF NOT EXISTS pg_cron"])
 
-    def stop(self) -> None:
-        """Stop the server (fast shutdown) if it runs."""
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server if it runs: ``mode`` is pg_ctl's shutdown mode
+        (``immediate``: no checkpoint, as in a crash)."""
         if (self.datadir / "postmaster.pid").exists():
-            self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"])
+            self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", mode, "-w", "stop"])
+
+    def standby(self, directory: Path, port: int, name: str) -> LocalServer:
+        """A streaming standby of this running server in ``directory`` (not yet
+        started: ``launch()`` it): ``pg_basebackup -R``, with ``name`` as its
+        ``cluster_name`` and its ``application_name`` on the primary (the name
+        ``synchronous_standby_names`` lists), and this server's settings (a
+        standby refuses to run with less of max_connections and the like)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(directory, SERVER_USER)
+        source = f"host={self.host} port={self.port} user=postgres application_name={name}"
+        target = LocalServer(directory, port=port, database=self.database, tcp=self.tcp,
+                             settings={**self.settings, "cluster_name": name}, bindir=self.bindir)
+        self._run([str(self.bindir / "pg_basebackup"), "-d", source, "-D", str(target.datadir),
+                   "-R", "-X", "stream", "-c", "fast", "--no-sync"])
+        return target
+
+    def promote(self) -> None:
+        """End this standby's recovery: it becomes a primary (``pg_ctl promote``, waits)."""
+        self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-w", "promote"])
 
     def __enter__(self) -> LocalServer:
         return self.start()

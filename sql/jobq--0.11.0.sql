@@ -638,7 +638,7 @@ $$;
 COMMENT ON FUNCTION jobq._check_unique_for(interval, boolean, text) IS
     'Raises JQ008 for a unique_for out of range, JQ009 for a unique_for without a job key.';
 
-CREATE FUNCTION jobq._check_batch(p_n integer, p_arg text, p_cap integer) RETURNS void
+CREATE FUNCTION jobq._check_batch(p_n bigint, p_arg text, p_cap integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -651,7 +651,7 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._check_batch(integer, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
+COMMENT ON FUNCTION jobq._check_batch(bigint, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
 
 CREATE FUNCTION jobq._fixed_length(p_value interval) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -692,23 +692,6 @@ END
 $$;
 COMMENT ON FUNCTION jobq._check_interval(interval, text, interval, interval) IS
     'Raises JQ008 for an interval argument out of range, or not a fixed length (months, mixed signs).';
-
-CREATE FUNCTION jobq._lease_token(p_token text) RETURNS uuid
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- A lease token passed as text (an untyped literal or parameter, e.g.
-    -- from node-postgres) as a uuid; JQ010 when it is not one.
-    RETURN p_token::uuid;
-EXCEPTION WHEN invalid_text_representation THEN
-    RAISE EXCEPTION 'jobq: lease_token must be the UUID jobq.claim() returned, got %',
-            pg_catalog.quote_literal(pg_catalog.left(p_token, 100))
-        USING ERRCODE = 'JQ010',
-              HINT = 'Pass the lease_token column of the claimed row unchanged, e.g. ''8f14e45f-ceea-467a-9575-0e4a4f2a1f5b''.';
-END
-$$;
-COMMENT ON FUNCTION jobq._lease_token(text) IS 'Casts a lease token given as text to uuid; JQ010 when it is not a UUID.';
 
 CREATE FUNCTION jobq._check_lease_args(p_id bigint, p_lease_token uuid) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -2340,7 +2323,7 @@ END
 $$;
 COMMENT ON FUNCTION jobq._queue_list(text) IS 'Parses an untyped array literal of queue names; JQ001 when malformed.';
 
-CREATE FUNCTION jobq._check_claim_args(p_queues text[], p_n integer, p_lease interval) RETURNS void
+CREATE FUNCTION jobq._check_claim_args(p_queues text[], p_n bigint, p_lease interval) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -2368,10 +2351,10 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION jobq._check_claim_args(text[], integer, interval) IS
+COMMENT ON FUNCTION jobq._check_claim_args(text[], bigint, interval) IS
     'Raises the JQ error of the first bad claim/take/hold argument (isolation, n, lease, queue names).';
 
-CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n integer, p_lease interval, p_worker text)
+CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n bigint, p_lease interval, p_worker text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -2400,7 +2383,7 @@ BEGIN
         false);
 END
 $$;
-COMMENT ON FUNCTION jobq._claim_args_ok(text[], integer, interval, text) IS
+COMMENT ON FUNCTION jobq._claim_args_ok(text[], bigint, interval, text) IS
     'True when every claim argument is valid (the hot path''s one test; the _check functions name a bad one).';
 
 CREATE FUNCTION jobq._plain_leases(p_queues text[], p_lease interval, OUT names text[], OUT leases interval[])
@@ -3364,7 +3347,7 @@ COMMENT ON FUNCTION jobq._claim(text[], integer, text, interval) IS
 
 CREATE FUNCTION jobq.claim(
     queue text,
-    n integer DEFAULT 1,
+    n bigint DEFAULT 1,
     worker text DEFAULT NULL,
     lease interval DEFAULT NULL
 ) RETURNS SETOF jobq.job
@@ -3390,15 +3373,15 @@ BEGIN
     PERFORM jobq._check_queue_privilege(ARRAY[claim.queue], 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'consume' AND claim.queue LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
+    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n::integer, claim.worker, claim.lease);
 END
 $$;
-COMMENT ON FUNCTION jobq.claim(text, integer, text, interval) IS
+COMMENT ON FUNCTION jobq.claim(text, bigint, text, interval) IS
     'Leases up to n ready jobs of a queue (FOR UPDATE SKIP LOCKED), most urgent first; ''{a,b}'' claims across queues a and b.';
 
 CREATE FUNCTION jobq.claim(
     queues text[],
-    n integer DEFAULT 1,
+    n bigint DEFAULT 1,
     worker text DEFAULT NULL,
     lease interval DEFAULT NULL
 ) RETURNS SETOF jobq.job
@@ -3417,10 +3400,10 @@ BEGIN
     PERFORM jobq._check_queue_privilege(claim.queues, 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(claim.queues) AS q(name)
                       WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
+    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n::integer, claim.worker, claim.lease);
 END
 $$;
-COMMENT ON FUNCTION jobq.claim(text[], integer, text, interval) IS
+COMMENT ON FUNCTION jobq.claim(text[], bigint, text, interval) IS
     'Leases up to n ready jobs across several queues (FOR UPDATE SKIP LOCKED), most urgent first.';
 
 CREATE FUNCTION jobq._lock_ready(p_queue text, p_n integer) RETURNS SETOF jobq.job
@@ -3470,7 +3453,7 @@ $$;
 COMMENT ON FUNCTION jobq._lock_ready(text, integer) IS
     'Row-locks up to n ready jobs of a queue for in-transaction work (take, hold); limits and groups honoured.';
 
-CREATE FUNCTION jobq.take(queue text, n integer DEFAULT 1) RETURNS SETOF jobq.job
+CREATE FUNCTION jobq.take(queue text, n bigint DEFAULT 1) RETURNS SETOF jobq.job
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
@@ -3493,7 +3476,7 @@ BEGIN
                       WHERE g.privilege = 'consume' AND take.queue LIKE g.queue_like);
     RETURN QUERY
     WITH held AS (
-        SELECT * FROM jobq._lock_ready(take.queue, take.n)
+        SELECT * FROM jobq._lock_ready(take.queue, take.n::integer)
     ), done AS (
         SELECT count(*) FROM jobq._finish(p_ids => ARRAY(SELECT h.id FROM held AS h), p_lease_tokens => NULL,
                                                p_status => 'completed', p_error => NULL, p_held => true)
@@ -3501,10 +3484,10 @@ BEGIN
     SELECT h.* FROM held AS h, done ORDER BY h.priority, h.run_at, h.id;
 END
 $$;
-COMMENT ON FUNCTION jobq.take(text, integer) IS
+COMMENT ON FUNCTION jobq.take(text, bigint) IS
     'Removes up to n ready jobs inside the caller''s transaction: done on commit, back untouched on rollback.';
 
-CREATE FUNCTION jobq.hold(queue text, n integer DEFAULT 1) RETURNS SETOF jobq.job
+CREATE FUNCTION jobq.hold(queue text, n bigint DEFAULT 1) RETURNS SETOF jobq.job
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
@@ -3522,10 +3505,10 @@ BEGIN
     PERFORM jobq._check_queue_privilege(ARRAY[hold.queue], 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'consume' AND hold.queue LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
+    RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n::integer);
 END
 $$;
-COMMENT ON FUNCTION jobq.hold(text, integer) IS
+COMMENT ON FUNCTION jobq.hold(text, bigint) IS
     'Row-locks up to n ready jobs for the caller''s transaction (no lease); acknowledge with complete_held / fail_held.';
 
 CREATE FUNCTION jobq.complete_held(ids bigint[], results jsonb[] DEFAULT NULL) RETURNS integer
@@ -3577,6 +3560,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_settings jobq._queue;
+    v_run_at timestamptz;
 BEGIN
     -- The failed attempt p_attempt of p_job, which the caller has locked
     -- (jobq.fail: under its lease; jobq.fail_held: held by this transaction,
@@ -3584,7 +3568,7 @@ BEGIN
     -- bounded) kept in the job's history under p_worker; then dead letter
     -- when that was its last attempt, else ready again after exponential
     -- backoff with jitter (or at p_retry_at), unleased, and its queue's
-    -- workers woken (a freed concurrency slot or group, or a retry already due).
+    -- workers woken when that helps a claim (below).
     INSERT INTO jobq._counter (queue, bucket, failed) VALUES (p_job.queue, date_trunc('minute', now()), 1);
     PERFORM jobq._record_errors(p_ids => ARRAY[p_job.id], p_attempts => ARRAY[p_attempt],
                                 p_errors => ARRAY[p_error], p_workers => ARRAY[p_worker]);
@@ -3608,8 +3592,14 @@ BEGIN
         last_error = p_error,
         worker = p_worker,
         started_at = CASE WHEN p_held THEN clock_timestamp() ELSE j.started_at END
-    WHERE j.id = p_job.id;
-    PERFORM pg_notify('jobq', p_job.queue);
+    WHERE j.id = p_job.id
+    RETURNING j.run_at INTO v_run_at;
+    -- Wake the queue's workers only when a claim can gain by it: the retry is
+    -- due now, or the failure freed a concurrency slot or its serial group's
+    -- turn. A retry in backoff waits for the workers' next look (jobq.next_run_at).
+    IF v_run_at <= now() OR v_settings.concurrency IS NOT NULL OR p_job.group_key IS NOT NULL THEN
+        PERFORM pg_notify('jobq', p_job.queue);
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION jobq._retry_or_bury(jobq._job, integer, text, text, timestamptz, boolean) IS
@@ -3858,72 +3848,6 @@ $$;
 COMMENT ON FUNCTION jobq.snooze(bigint, uuid, timestamptz) IS
     'Reschedules a held job to run_at without spending an attempt; false when the lease was lost.';
 
--- The same five calls with the lease token as text: an untyped token (a
--- string literal, or a parameter from a driver that sends them untyped, such
--- as node-postgres) resolves to these, and one that is not a UUID gets JQ010
--- instead of a bare cast error. A uuid-typed token takes the calls above.
-
-CREATE FUNCTION jobq.complete(id bigint, lease_token text, result jsonb DEFAULT NULL) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.complete with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.complete(complete.id, jobq._lease_token(complete.lease_token), complete.result);
-END
-$$;
-COMMENT ON FUNCTION jobq.complete(bigint, text, jsonb) IS
-    'jobq.complete with the lease token as text (JQ010 when it is not a UUID).';
-
-CREATE FUNCTION jobq.fail(id bigint, error text, lease_token text, retry_at timestamptz DEFAULT NULL)
-RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.fail with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.fail(fail.id, fail.error, jobq._lease_token(fail.lease_token), fail.retry_at);
-END
-$$;
-COMMENT ON FUNCTION jobq.fail(bigint, text, text, timestamptz) IS
-    'jobq.fail with the lease token as text (JQ010 when it is not a UUID).';
-
-CREATE FUNCTION jobq.heartbeat(id bigint, lease_token text, extend interval DEFAULT NULL) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.heartbeat with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.heartbeat(heartbeat.id, jobq._lease_token(heartbeat.lease_token), heartbeat.extend);
-END
-$$;
-COMMENT ON FUNCTION jobq.heartbeat(bigint, text, interval) IS
-    'jobq.heartbeat with the lease token as text (JQ010 when it is not a UUID).';
-
-CREATE FUNCTION jobq.release(id bigint, lease_token text) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.release with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.release(release.id, jobq._lease_token(release.lease_token));
-END
-$$;
-COMMENT ON FUNCTION jobq.release(bigint, text) IS
-    'jobq.release with the lease token as text (JQ010 when it is not a UUID).';
-
-CREATE FUNCTION jobq.snooze(id bigint, lease_token text, run_at timestamptz) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.snooze with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.snooze(snooze.id, jobq._lease_token(snooze.lease_token), snooze.run_at);
-END
-$$;
-COMMENT ON FUNCTION jobq.snooze(bigint, text, timestamptz) IS
-    'jobq.snooze with the lease token as text (JQ010 when it is not a UUID).';
-
 CREATE FUNCTION jobq.reap(n integer DEFAULT 10000) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -4038,8 +3962,9 @@ AS $$
 DECLARE
     v_next timestamptz;
 BEGIN
-    -- The earliest future run_at among ready jobs of these queues (NULL when
-    -- none): how long an idle worker may sleep. A loose index scan over the
+    -- The earliest future run_at among the jobs of these queues scheduled
+    -- for later (retries in backoff, delayed jobs; NULL when none): how long
+    -- an idle worker may sleep before it claims again. A loose index scan over the
     -- distinct priorities, one seek each, so it stays cheap at any size.
     IF next_run_at.queues IS NULL OR cardinality(next_run_at.queues) NOT BETWEEN 1 AND 100 THEN
         RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names'
@@ -4074,7 +3999,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq.next_run_at(text[]) IS
-    'Earliest future run_at of ready jobs in these queues (NULL if none): when an idle worker should look again.';
+    'The next scheduled time in these queues: the earliest future run_at (a retry in backoff, a delayed job; NULL if none), when an idle worker should claim again.';
 
 ---------------------------------------------------------------------------
 -- 7. operator API
@@ -5479,10 +5404,10 @@ TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.claim(text, integer, text, interval),
-    jobq.claim(text[], integer, text, interval),
-    jobq.take(text, integer),
-    jobq.hold(text, integer),
+    jobq.claim(text, bigint, text, interval),
+    jobq.claim(text[], bigint, text, interval),
+    jobq.take(text, bigint),
+    jobq.hold(text, bigint),
     jobq.complete_held(bigint[], jsonb[]),
     jobq.fail_held(bigint, text, timestamptz),
     jobq.complete(bigint, uuid, jsonb),
@@ -5491,11 +5416,6 @@ GRANT EXECUTE ON FUNCTION
     jobq.heartbeat(bigint, uuid, interval),
     jobq.release(bigint, uuid),
     jobq.snooze(bigint, uuid, timestamptz),
-    jobq.complete(bigint, text, jsonb),
-    jobq.fail(bigint, text, text, timestamptz),
-    jobq.heartbeat(bigint, text, interval),
-    jobq.release(bigint, text),
-    jobq.snooze(bigint, text, timestamptz),
     jobq.reap(integer),
     jobq.next_run_at(text[]),
     jobq.run_schedules()

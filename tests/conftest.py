@@ -66,6 +66,44 @@ def pytest_runtest_makereport(
     return report
 
 
+# The longest tests, and the groups pytest-xdist runs on one process (their
+# modules' xdist_group marks), longest first: each is prefix of node ids. A
+# parallel run hands tests out in collection order, so these start first and
+# none is left running alone at the end (`make test`'s wall time). Measured
+# with --durations; tests/test_layout.py keeps every prefix matching a test.
+LONG_FIRST = (
+    "tests/test_faults.py::test_workers_sigkilled_at_random_moments_lose_no_job",
+    "tests/test_examples.py::test_psql_workers_finish_each_job_exactly_once",
+    "tests/test_dashboard_browser.py::",
+    "tests/test_failover.py::",
+    "tests/test_docs.py::test_every_block_of_the_document_runs[docs/python.md]",
+    "tests/test_workflow_concurrency.py::test_diamond_graph_with_failures_and_a_killed_worker",
+    "tests/test_docs.py::test_every_block_of_the_document_runs[docs/performance.md]",
+    "tests/test_dashboard_browser_security.py::",
+    "tests/test_dashboard_http_security.py::test_off_loopback_without_authentication_it_refuses_to_start",
+    "tests/test_workflow_concurrency.py::test_batch_of_members_has_one_callback",
+    "tests/test_archive_partitions.py::test_the_upgrade_converts_the_archived_rows",
+    "tests/test_operator.py::test_cli_cancel_one_job_with_id_and_refusals",
+    "tests/test_cli.py::test_a_worker_runs_a_handler_function_and_exits_0_on_sigterm",
+    "tests/test_docs.py::test_every_block_of_the_document_runs[docs/cli.md]",
+    "tests/test_worker_processes.py::test_many_worker_processes_run_every_job_exactly_once",
+    "tests/test_plans.py::",
+    "tests/test_bad_input.py::",
+    "tests/test_dashboard_bench.py::",
+)
+
+
+def long_first_rank(nodeid: str) -> int:
+    """Where a test starts in the run: its place in LONG_FIRST, or after them all."""
+    return next((i for i, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of LONG_FIRST first, in its order; the others as collected
+    (a stable sort: every xdist process computes the same order)."""
+    items.sort(key=lambda item: long_first_rank(item.nodeid))
+
+
 postgresql_proc = factories.postgresql_proc(
     executable=str(find_bindir() / "pg_ctl"),
     port=None,

@@ -20,7 +20,10 @@ An HTML comment on the line before the opening fence changes that:
   it (a worker of those queues); the test stops it with SIGTERM (a shell
   block with SIGINT to its process group, as Ctrl-C would) once the
   queues have no ready or running job left, and wants exit status 0, at
-  least one job of them completed, and no failed attempt.
+  least one job of them completed, and no failed attempt;
+- ``<!-- on-standby: REASON -->``: the block needs a streaming standby, so
+  tests/test_docs.py leaves it to tests/test_failover.py, which runs it
+  (a shell block) against a real one, ``$REPLICA`` its host.
 
 A document's own database: README.md starts from an empty database (its tour
 installs jobq); every docs/*.md starts from one with jobq installed by
@@ -37,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LANGUAGES = {"sql": "sql", "psql": "sql", "python": "python", "sh": "sh", "bash": "sh", "text": "text"}
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>[^`]*)$")
-MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|until-stopped)\b(?P<rest>.*?)-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|until-stopped|on-standby)\b(?P<rest>.*?)-->\s*$")
 CRON_MARKER = "<!-- docs-database: pg_cron -->"
 
 
@@ -49,7 +52,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     language: str  # as written after the fence ("" when none)
     text: str
-    marker: str | None = None  # "not-run" | "until-stopped" | None
+    marker: str | None = None  # "not-run" | "until-stopped" | "on-standby" | None
     reason: str = ""  # the not-run reason, or the until-stopped queues
 
     @property
@@ -64,7 +67,7 @@ class Block:
 
     @property
     def runs(self) -> bool:
-        return self.kind in {"sql", "python", "sh"} and self.marker != "not-run"
+        return self.kind in {"sql", "python", "sh"} and self.marker not in {"not-run", "on-standby"}
 
     @property
     def where(self) -> str:

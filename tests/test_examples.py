@@ -32,6 +32,8 @@ PSQL_WORKER = ROOT / "examples" / "psql" / "worker.sh"
 Conn = psycopg.Connection[tuple[object, ...]]
 
 QUEUE = "examples"
+# The application_name of every example worker's sessions (node-<pid>, psql, java-<pid>, ...).
+WORKER_SESSIONS = "^(node-|psql|java-|ruby-|asyncpg-|postgresjs-)"
 NODE_JOBS = scaled(1000)
 PSQL_JOBS = scaled(250)  # a psql worker starts a psql (and the handler's bash) per job
 WAIT = 300.0  # seconds: generous, never a time bound on the workers (the machine is shared)
@@ -136,8 +138,8 @@ def acknowledgements(conn: Conn) -> tuple[int, int]:
     """How many times jobq.complete and jobq.fail ran (their uuid overloads, which the text ones call),
     once every other session of the database has ended: a session flushes its counts as it exits."""
     workers = ("SELECT count(*) FROM pg_stat_activity"
-               " WHERE datname = current_database() AND application_name ~ '^(node-|psql)'")
-    wait_until(lambda: scalar(conn, workers) == 0, "the workers' sessions to end", [])
+               " WHERE datname = current_database() AND application_name ~ %s")
+    wait_until(lambda: scalar(conn, workers, (WORKER_SESSIONS,)) == 0, "the workers' sessions to end", [])
     conn.execute("SELECT pg_stat_clear_snapshot()")
     calls = conn.execute(
         "SELECT coalesce(sum(calls) FILTER (WHERE funcid = 'jobq.complete(bigint, uuid, jsonb)'"

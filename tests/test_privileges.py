@@ -79,11 +79,11 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.parent_results(bigint)":
         Call("SELECT count(*) FROM jobq.parent_results(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
     "jobq.watch(bigint)": Call("SELECT jobq.watch(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
-    "jobq.claim(text,integer,text,interval)": Call("SELECT count(*) FROM jobq.claim('priv', 1)", WORK),
-    "jobq.claim(text[],integer,text,interval)":
+    "jobq.claim(text,bigint,text,interval)": Call("SELECT count(*) FROM jobq.claim('priv', 1)", WORK),
+    "jobq.claim(text[],bigint,text,interval)":
         Call("SELECT count(*) FROM jobq.claim(ARRAY['priv'], 1)", WORK),
-    "jobq.take(text,integer)": Call("SELECT count(*) FROM jobq.take('priv', 1)", WORK),
-    "jobq.hold(text,integer)": Call("SELECT count(*) FROM jobq.hold('priv', 1)", WORK),
+    "jobq.take(text,bigint)": Call("SELECT count(*) FROM jobq.take('priv', 1)", WORK),
+    "jobq.hold(text,bigint)": Call("SELECT count(*) FROM jobq.hold('priv', 1)", WORK),
     "jobq.complete_held(bigint[],jsonb[])":
         Call("SELECT jobq.complete_held(ARRAY(SELECT id FROM jobq.hold('priv', 1)), ARRAY['1']::jsonb[])",
              WORK),
@@ -99,13 +99,6 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.release(bigint,uuid)": Call("SELECT jobq.release(%(held)s, %(token)s)", WORK),
     "jobq.snooze(bigint,uuid,timestamp with time zone)":
         Call("SELECT jobq.snooze(%(held)s, %(token)s, now() + interval '1 hour')", WORK),
-    "jobq.complete(bigint,text,jsonb)": Call("SELECT jobq.complete(%(held)s, %(token)s::text)", WORK),
-    "jobq.fail(bigint,text,text,timestamp with time zone)":
-        Call("SELECT jobq.fail(%(held)s, 'error', %(token)s::text)", WORK),
-    "jobq.heartbeat(bigint,text,interval)": Call("SELECT jobq.heartbeat(%(held)s, %(token)s::text)", WORK),
-    "jobq.release(bigint,text)": Call("SELECT jobq.release(%(held)s, %(token)s::text)", WORK),
-    "jobq.snooze(bigint,text,timestamp with time zone)":
-        Call("SELECT jobq.snooze(%(held)s, %(token)s::text, now() + interval '1 hour')", WORK),
     "jobq.run_schedules()": Call("SELECT jobq.run_schedules()", WORK),
     "jobq.reap(integer)": Call("SELECT jobq.reap()", WORK),
     "jobq.next_run_at(text[])": Call("SELECT jobq.next_run_at(ARRAY['priv'])", WORK),

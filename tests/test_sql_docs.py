@@ -78,13 +78,13 @@ def test_every_public_function_view_and_type_has_a_comment(conn: Conn) -> None:
 
 def test_a_missing_comment_fails_the_generator(conn: Conn) -> None:
     conn.execute("COMMENT ON FUNCTION jobq.version() IS NULL")
-    conn.execute("COMMENT ON FUNCTION jobq.claim(text[], integer, text, interval) IS ''")
+    conn.execute("COMMENT ON FUNCTION jobq.claim(text[], bigint, text, interval) IS ''")
     conn.execute("COMMENT ON VIEW jobq.stats IS NULL")
     conn.execute("COMMENT ON TYPE jobq.job IS NULL")
     with pytest.raises(DocsError) as refused:
         generate(conn)
     assert refused.value.problems == [
-        "jobq.claim(queues text[], n integer, worker text, lease interval) has no COMMENT",
+        "jobq.claim(queues text[], n bigint, worker text, lease interval) has no COMMENT",
         "jobq.version() has no COMMENT",
         "type jobq.job has no COMMENT",
         "view jobq.stats has no COMMENT",

@@ -164,7 +164,7 @@ def test_every_function_is_defined_once_with_a_comment_and_a_purpose_line() -> N
 
 def test_a_reader_finds_claim_in_claim_sql() -> None:
     files = {key: file for file, key, _ in source_functions()}
-    assert files["jobq.claim(text,integer,text,interval)"] == "claim.sql"
+    assert files["jobq.claim(text,bigint,text,interval)"] == "claim.sql"
     assert (
         files["jobq.enqueue(text,jsonb,timestamptz,integer,integer,text,text,interval,interval,"
               "bigint[],text)"]
@@ -233,13 +233,13 @@ def test_a_function_defined_twice_is_refused(sql_copy: Path) -> None:
     claim = sql_copy / "sql/src/claim.sql"
     text = claim.read_text(encoding="utf-8")
     start = text.index("CREATE FUNCTION jobq.claim(")
-    end = text.index("\n\n", text.index("COMMENT ON FUNCTION jobq.claim(text, integer"))
+    end = text.index("\n\n", text.index("COMMENT ON FUNCTION jobq.claim(text, bigint"))
     reap = sql_copy / "sql/src/reap.sql"
     reap.write_text(reap.read_text(encoding="utf-8") + "\n" + text[start:end] + "\n", encoding="utf-8")
     assert_refused(
         sql_copy,
         "sql/src/reap.sql:",
-        "jobq.claim(text,integer,text,interval) is defined twice",
+        "jobq.claim(text,bigint,text,interval) is defined twice",
         "first at sql/src/claim.sql:",
     )
 
@@ -255,8 +255,8 @@ def test_changing_a_released_version_is_refused(sql_copy: Path) -> None:
     assert run_tool("freeze", root=sql_copy).returncode == 0
     edit(sql_copy / "sql/src/claim.sql", "-- Lease up to n ready jobs", "-- Lease at most n ready jobs")
     template = sql_copy / "sql/src/upgrades" / current_template().name
-    directive = "-- @replace-function jobq.claim(text, integer, text, interval)\n"
-    if directive not in template.read_text(encoding="utf-8"):
+    directive = "-- @replace-function jobq.claim(text, bigint, text, interval)\n"
+    if "jobq.claim(text, bigint, text, interval)" not in template.read_text(encoding="utf-8"):
         # the step brings the change in: only the release refuses it
         with template.open("a", encoding="utf-8") as out:
             out.write(directive)
@@ -305,10 +305,10 @@ def test_the_next_version_is_assembled_frozen_and_then_refused(sql_copy: Path) -
     template.write_text(
         f"-- jobq {version} → {after}\n-- @replace-function jobq.version()\n", encoding="utf-8"
     )
-    assert_refused(sql_copy, "not in it: jobq.claim(text,integer,text,interval)")
+    assert_refused(sql_copy, "not in it: jobq.claim(text,bigint,text,interval)")
     template.write_text(
         f"-- jobq {version} → {after}\n-- @replace-function jobq.version()\n\n"
-        "-- @replace-function jobq.claim(text, integer, text, interval)\n",
+        "-- @replace-function jobq.claim(text, bigint, text, interval)\n",
         encoding="utf-8",
     )
     built = run_tool("build", root=sql_copy)

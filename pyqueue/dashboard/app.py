@@ -46,6 +46,7 @@ from pyqueue.dashboard.security import (
 )
 from pyqueue.dashboard.slashes import SlashRedirect
 from pyqueue.errors import JobqError, JobqNotInstalled, JobqOutdated, missing_jobq
+from pyqueue.worker.scripts import read_only_server
 
 log = logging.getLogger("pyqueue.dashboard")
 REFRESH_SECONDS = 5.0  # how often the pages re-fetch themselves
@@ -111,10 +112,13 @@ async def unexpected_error(request: Request, exc: Exception) -> Response:
     """Anything else: logged here (the traceback only for a real bug), a page
     without one for the browser. A lost connection is a 503; the pool then
     tests its idle connections and replaces the broken ones (a restarted
-    server broke them all), so the next request gets a working one."""
-    if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
+    server broke them all), so the next request gets a working one. So is a
+    write refused by a server that takes none now (a standby after a
+    failover, a fenced primary: ``read_only_server``); its connection was
+    closed (``Database.connection``), the next one finds the new primary."""
+    if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout) or read_only_server(exc):
         log.error("database unavailable for %s %s: %s", request.method, request.url.path, exc)
-        if isinstance(exc, psycopg.OperationalError):
+        if isinstance(exc, psycopg.OperationalError) or read_only_server(exc):
             database: Database = request.app.state.database
             await database.pool.check()
         return error_page(request, 503, TITLES[503], "the dashboard cannot reach PostgreSQL right now; "

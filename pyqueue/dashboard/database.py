@@ -15,6 +15,8 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 from starlette.requests import Request
 
+from pyqueue.worker.scripts import read_only_server
+
 POOL_TIMEOUT = 10.0  # seconds a request waits for a connection; then the page says the database is down
 STATEMENT_TIMEOUT = "15s"  # no dashboard page may hold a statement longer
 
@@ -49,7 +51,12 @@ class Database:
         if not self._opened:
             await self.open()
         async with self.pool.connection() as conn:
-            yield conn
+            try:
+                yield conn
+            except psycopg.Error as error:
+                if read_only_server(error):  # of no use now: the pool opens a new one (on the primary)
+                    await conn.close()
+                raise
 
 
 def connection(request: Request) -> Any:

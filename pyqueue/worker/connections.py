@@ -15,6 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from pyqueue.defaults import CONNECT_TIMEOUT
+from pyqueue.worker.scripts import read_only_server
 
 Connection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -137,8 +138,18 @@ class PooledConnections:
             open=True,
         )
 
-    def connection(self) -> AbstractContextManager[Connection]:
-        return self.pool.connection()
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A pooled connection; closed (the pool drops it and opens a new one)
+        when its server turned out to take no writes (``read_only_server``):
+        after a failover the pool must not keep handing out the old primary."""
+        with self.pool.connection() as conn:
+            try:
+                yield conn
+            except psycopg.Error as error:
+                if read_only_server(error):
+                    conn.close()
+                raise
 
     def reset(self) -> None:
         self.pool.check()

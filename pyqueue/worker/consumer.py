@@ -243,8 +243,10 @@ class ConsumerCore(Generic[J, S]):
         batch of acks due, the periodic jobs, a prune) end the wait
         sooner. ``refresh`` (the last claim came back empty) asks the
         database for the next scheduled run_at first; otherwise the one last
-        asked for stands (any change to the queue NOTIFYs, and an empty claim
-        follows it). ``respond``: this worker would claim at once (it has
+        asked for stands (a job that becomes ready now NOTIFYs, and an empty
+        claim follows it; a retry in backoff does not since jobq 0.11, so an
+        idle worker finds it by the poll, the failing worker by its own next
+        claim). ``respond``: this worker would claim at once (it has
         room); only such a worker takes the first-responder lock.
         """
         yield from self._answering_for_duty(respond)

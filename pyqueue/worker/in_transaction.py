@@ -33,6 +33,7 @@ from pyqueue import _queries as q
 from pyqueue._db import aclaimed_rows, ascalar, claimed_rows, scalar, undecodable
 from pyqueue.errors import PayloadTooLarge, translate_errors
 from pyqueue.job import AsyncTxJob, TxJob, handler_result, log_failed, summary
+from pyqueue.worker.scripts import as_reconnect, read_only_server
 
 logger = logging.getLogger("pyqueue.worker")
 
@@ -102,6 +103,8 @@ class _Batch:
         try:
             result = handler_result(handler(job))
         except Exception as exc:
+            if read_only_server(exc):
+                raise  # the server takes no writes: the whole batch is undone, no attempt counts
             _log_failure(job, exc, "")
             self.undo(job, q.format_error(exc))
             return
@@ -130,7 +133,22 @@ def _check_completed(queue: str, done: list[int], completed: Any) -> None:
 def run_batch(conn: Connection, queue: str, n: int, handler: TxHandler) -> int:
     """Hold up to ``n`` jobs of ``queue`` and run them in one transaction on
     ``conn``; how many were held. A KeyboardInterrupt or SystemExit from a
-    handler rolls the whole batch back (the jobs come back untouched)."""
+    handler rolls the whole batch back (the jobs come back untouched).
+
+    A server that takes no writes now (a standby, a fenced primary: SQLSTATE
+    25006) rolled the batch back, nothing of it committed, no attempt
+    counts: ``conn`` is closed (of no use; a pool drops it) and the batch
+    raises ``scripts.ServerReadOnly``, a lost connection to its caller."""
+    try:
+        return _run_batch(conn, queue, n, handler)
+    except psycopg.Error as error:
+        if not read_only_server(error):
+            raise
+        conn.close()
+        raise as_reconnect(error) from error
+
+
+def _run_batch(conn: Connection, queue: str, n: int, handler: TxHandler) -> int:
     with conn.transaction():
         with translate_errors():
             rows = claimed_rows(conn, q.HOLD, (queue, n))
@@ -198,6 +216,8 @@ class _AsyncBatch:
             await self.undo(job, too_large(error))
             return
         except Exception as exc:
+            if read_only_server(exc):
+                raise  # as in _Batch.run
             _log_failure(job, exc, "")
             await self.undo(job, q.format_error(exc))
             return
@@ -205,7 +225,17 @@ class _AsyncBatch:
 
 
 async def arun_batch(conn: AsyncConnection, queue: str, n: int, handler: AsyncTxHandler) -> int:
-    """The asyncio twin of :func:`run_batch`."""
+    """The asyncio twin of :func:`run_batch` (the caller closes ``conn`` after
+    a ``ServerReadOnly``: it resets its connection after any lost one)."""
+    try:
+        return await _arun_batch(conn, queue, n, handler)
+    except psycopg.Error as error:
+        if not read_only_server(error):
+            raise
+        raise as_reconnect(error) from error
+
+
+async def _arun_batch(conn: AsyncConnection, queue: str, n: int, handler: AsyncTxHandler) -> int:
     async with conn.transaction():
         with translate_errors():
             rows = await aclaimed_rows(conn, q.HOLD, (queue, n))

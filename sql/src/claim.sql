@@ -85,7 +85,7 @@ COMMENT ON FUNCTION jobq._claim(text[], integer, text, interval) IS
 
 CREATE FUNCTION jobq.claim(
     queue text,
-    n integer DEFAULT 1,
+    n bigint DEFAULT 1,
     worker text DEFAULT NULL,
     lease interval DEFAULT NULL
 ) RETURNS SETOF jobq.job
@@ -111,15 +111,15 @@ BEGIN
     PERFORM jobq._check_queue_privilege(ARRAY[claim.queue], 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'consume' AND claim.queue LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n, claim.worker, claim.lease);
+    RETURN QUERY SELECT * FROM jobq._claim(ARRAY[claim.queue], claim.n::integer, claim.worker, claim.lease);
 END
 $$;
-COMMENT ON FUNCTION jobq.claim(text, integer, text, interval) IS
+COMMENT ON FUNCTION jobq.claim(text, bigint, text, interval) IS
     'Leases up to n ready jobs of a queue (FOR UPDATE SKIP LOCKED), most urgent first; ''{a,b}'' claims across queues a and b.';
 
 CREATE FUNCTION jobq.claim(
     queues text[],
-    n integer DEFAULT 1,
+    n bigint DEFAULT 1,
     worker text DEFAULT NULL,
     lease interval DEFAULT NULL
 ) RETURNS SETOF jobq.job
@@ -138,10 +138,10 @@ BEGIN
     PERFORM jobq._check_queue_privilege(claim.queues, 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(claim.queues) AS q(name)
                       WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n, claim.worker, claim.lease);
+    RETURN QUERY SELECT * FROM jobq._claim(claim.queues, claim.n::integer, claim.worker, claim.lease);
 END
 $$;
-COMMENT ON FUNCTION jobq.claim(text[], integer, text, interval) IS
+COMMENT ON FUNCTION jobq.claim(text[], bigint, text, interval) IS
     'Leases up to n ready jobs across several queues (FOR UPDATE SKIP LOCKED), most urgent first.';
 
 CREATE FUNCTION jobq._lock_ready(p_queue text, p_n integer) RETURNS SETOF jobq.job
@@ -191,7 +191,7 @@ $$;
 COMMENT ON FUNCTION jobq._lock_ready(text, integer) IS
     'Row-locks up to n ready jobs of a queue for in-transaction work (take, hold); limits and groups honoured.';
 
-CREATE FUNCTION jobq.take(queue text, n integer DEFAULT 1) RETURNS SETOF jobq.job
+CREATE FUNCTION jobq.take(queue text, n bigint DEFAULT 1) RETURNS SETOF jobq.job
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
@@ -214,7 +214,7 @@ BEGIN
                       WHERE g.privilege = 'consume' AND take.queue LIKE g.queue_like);
     RETURN QUERY
     WITH held AS (
-        SELECT * FROM jobq._lock_ready(take.queue, take.n)
+        SELECT * FROM jobq._lock_ready(take.queue, take.n::integer)
     ), done AS (
         SELECT count(*) FROM jobq._finish(p_ids => ARRAY(SELECT h.id FROM held AS h), p_lease_tokens => NULL,
                                                p_status => 'completed', p_error => NULL, p_held => true)
@@ -222,10 +222,10 @@ BEGIN
     SELECT h.* FROM held AS h, done ORDER BY h.priority, h.run_at, h.id;
 END
 $$;
-COMMENT ON FUNCTION jobq.take(text, integer) IS
+COMMENT ON FUNCTION jobq.take(text, bigint) IS
     'Removes up to n ready jobs inside the caller''s transaction: done on commit, back untouched on rollback.';
 
-CREATE FUNCTION jobq.hold(queue text, n integer DEFAULT 1) RETURNS SETOF jobq.job
+CREATE FUNCTION jobq.hold(queue text, n bigint DEFAULT 1) RETURNS SETOF jobq.job
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '5s'
@@ -243,8 +243,8 @@ BEGIN
     PERFORM jobq._check_queue_privilege(ARRAY[hold.queue], 'consume')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'consume' AND hold.queue LIKE g.queue_like);
-    RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n);
+    RETURN QUERY SELECT * FROM jobq._lock_ready(hold.queue, hold.n::integer);
 END
 $$;
-COMMENT ON FUNCTION jobq.hold(text, integer) IS
+COMMENT ON FUNCTION jobq.hold(text, bigint) IS
     'Row-locks up to n ready jobs for the caller''s transaction (no lease); acknowledge with complete_held / fail_held.';

@@ -29,7 +29,7 @@ END
 $$;
 COMMENT ON FUNCTION jobq._queue_list(text) IS 'Parses an untyped array literal of queue names; JQ001 when malformed.';
 
-CREATE FUNCTION jobq._check_claim_args(p_queues text[], p_n integer, p_lease interval) RETURNS void
+CREATE FUNCTION jobq._check_claim_args(p_queues text[], p_n bigint, p_lease interval) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -57,10 +57,10 @@ BEGIN
     END LOOP;
 END
 $$;
-COMMENT ON FUNCTION jobq._check_claim_args(text[], integer, interval) IS
+COMMENT ON FUNCTION jobq._check_claim_args(text[], bigint, interval) IS
     'Raises the JQ error of the first bad claim/take/hold argument (isolation, n, lease, queue names).';
 
-CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n integer, p_lease interval, p_worker text)
+CREATE FUNCTION jobq._claim_args_ok(p_queues text[], p_n bigint, p_lease interval, p_worker text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -89,7 +89,7 @@ BEGIN
         false);
 END
 $$;
-COMMENT ON FUNCTION jobq._claim_args_ok(text[], integer, interval, text) IS
+COMMENT ON FUNCTION jobq._claim_args_ok(text[], bigint, interval, text) IS
     'True when every claim argument is valid (the hot path''s one test; the _check functions name a bad one).';
 
 CREATE FUNCTION jobq._plain_leases(p_queues text[], p_lease interval, OUT names text[], OUT leases interval[])

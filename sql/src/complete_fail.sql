@@ -47,6 +47,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_settings jobq._queue;
+    v_run_at timestamptz;
 BEGIN
     -- The failed attempt p_attempt of p_job, which the caller has locked
     -- (jobq.fail: under its lease; jobq.fail_held: held by this transaction,
@@ -54,7 +55,7 @@ BEGIN
     -- bounded) kept in the job's history under p_worker; then dead letter
     -- when that was its last attempt, else ready again after exponential
     -- backoff with jitter (or at p_retry_at), unleased, and its queue's
-    -- workers woken (a freed concurrency slot or group, or a retry already due).
+    -- workers woken when that helps a claim (below).
     INSERT INTO jobq._counter (queue, bucket, failed) VALUES (p_job.queue, date_trunc('minute', now()), 1);
     PERFORM jobq._record_errors(p_ids => ARRAY[p_job.id], p_attempts => ARRAY[p_attempt],
                                 p_errors => ARRAY[p_error], p_workers => ARRAY[p_worker]);
@@ -78,8 +79,14 @@ BEGIN
         last_error = p_error,
         worker = p_worker,
         started_at = CASE WHEN p_held THEN clock_timestamp() ELSE j.started_at END
-    WHERE j.id = p_job.id;
-    PERFORM pg_notify('jobq', p_job.queue);
+    WHERE j.id = p_job.id
+    RETURNING j.run_at INTO v_run_at;
+    -- Wake the queue's workers only when a claim can gain by it: the retry is
+    -- due now, or the failure freed a concurrency slot or its serial group's
+    -- turn. A retry in backoff waits for the workers' next look (jobq.next_run_at).
+    IF v_run_at <= now() OR v_settings.concurrency IS NOT NULL OR p_job.group_key IS NOT NULL THEN
+        PERFORM pg_notify('jobq', p_job.queue);
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION jobq._retry_or_bury(jobq._job, integer, text, text, timestamptz, boolean) IS
@@ -327,69 +334,3 @@ END
 $$;
 COMMENT ON FUNCTION jobq.snooze(bigint, uuid, timestamptz) IS
     'Reschedules a held job to run_at without spending an attempt; false when the lease was lost.';
-
--- The same five calls with the lease token as text: an untyped token (a
--- string literal, or a parameter from a driver that sends them untyped, such
--- as node-postgres) resolves to these, and one that is not a UUID gets JQ010
--- instead of a bare cast error. A uuid-typed token takes the calls above.
-
-CREATE FUNCTION jobq.complete(id bigint, lease_token text, result jsonb DEFAULT NULL) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.complete with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.complete(complete.id, jobq._lease_token(complete.lease_token), complete.result);
-END
-$$;
-COMMENT ON FUNCTION jobq.complete(bigint, text, jsonb) IS
-    'jobq.complete with the lease token as text (JQ010 when it is not a UUID).';
-
-CREATE FUNCTION jobq.fail(id bigint, error text, lease_token text, retry_at timestamptz DEFAULT NULL)
-RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.fail with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.fail(fail.id, fail.error, jobq._lease_token(fail.lease_token), fail.retry_at);
-END
-$$;
-COMMENT ON FUNCTION jobq.fail(bigint, text, text, timestamptz) IS
-    'jobq.fail with the lease token as text (JQ010 when it is not a UUID).';
-
-CREATE FUNCTION jobq.heartbeat(id bigint, lease_token text, extend interval DEFAULT NULL) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.heartbeat with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.heartbeat(heartbeat.id, jobq._lease_token(heartbeat.lease_token), heartbeat.extend);
-END
-$$;
-COMMENT ON FUNCTION jobq.heartbeat(bigint, text, interval) IS
-    'jobq.heartbeat with the lease token as text (JQ010 when it is not a UUID).';
-
-CREATE FUNCTION jobq.release(id bigint, lease_token text) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.release with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.release(release.id, jobq._lease_token(release.lease_token));
-END
-$$;
-COMMENT ON FUNCTION jobq.release(bigint, text) IS
-    'jobq.release with the lease token as text (JQ010 when it is not a UUID).';
-
-CREATE FUNCTION jobq.snooze(id bigint, lease_token text, run_at timestamptz) RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- jobq.snooze with the lease token as text (JQ010 when not a UUID).
-    RETURN jobq.snooze(snooze.id, jobq._lease_token(snooze.lease_token), snooze.run_at);
-END
-$$;
-COMMENT ON FUNCTION jobq.snooze(bigint, text, timestamptz) IS
-    'jobq.snooze with the lease token as text (JQ010 when it is not a UUID).';

@@ -17,10 +17,10 @@ TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.claim(text, integer, text, interval),
-    jobq.claim(text[], integer, text, interval),
-    jobq.take(text, integer),
-    jobq.hold(text, integer),
+    jobq.claim(text, bigint, text, interval),
+    jobq.claim(text[], bigint, text, interval),
+    jobq.take(text, bigint),
+    jobq.hold(text, bigint),
     jobq.complete_held(bigint[], jsonb[]),
     jobq.fail_held(bigint, text, timestamptz),
     jobq.complete(bigint, uuid, jsonb),
@@ -29,11 +29,6 @@ GRANT EXECUTE ON FUNCTION
     jobq.heartbeat(bigint, uuid, interval),
     jobq.release(bigint, uuid),
     jobq.snooze(bigint, uuid, timestamptz),
-    jobq.complete(bigint, text, jsonb),
-    jobq.fail(bigint, text, text, timestamptz),
-    jobq.heartbeat(bigint, text, interval),
-    jobq.release(bigint, text),
-    jobq.snooze(bigint, text, timestamptz),
     jobq.reap(integer),
     jobq.next_run_at(text[]),
     jobq.run_schedules()

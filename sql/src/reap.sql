@@ -112,8 +112,9 @@ AS $$
 DECLARE
     v_next timestamptz;
 BEGIN
-    -- The earliest future run_at among ready jobs of these queues (NULL when
-    -- none): how long an idle worker may sleep. A loose index scan over the
+    -- The earliest future run_at among the jobs of these queues scheduled
+    -- for later (retries in backoff, delayed jobs; NULL when none): how long
+    -- an idle worker may sleep before it claims again. A loose index scan over the
     -- distinct priorities, one seek each, so it stays cheap at any size.
     IF next_run_at.queues IS NULL OR cardinality(next_run_at.queues) NOT BETWEEN 1 AND 100 THEN
         RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names'
@@ -148,4 +149,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq.next_run_at(text[]) IS
-    'Earliest future run_at of ready jobs in these queues (NULL if none): when an idle worker should look again.';
+    'The next scheduled time in these queues: the earliest future run_at (a retry in backoff, a delayed job; NULL if none), when an idle worker should claim again.';

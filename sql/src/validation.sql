@@ -112,7 +112,7 @@ $$;
 COMMENT ON FUNCTION jobq._check_unique_for(interval, boolean, text) IS
     'Raises JQ008 for a unique_for out of range, JQ009 for a unique_for without a job key.';
 
-CREATE FUNCTION jobq._check_batch(p_n integer, p_arg text, p_cap integer) RETURNS void
+CREATE FUNCTION jobq._check_batch(p_n bigint, p_arg text, p_cap integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -125,7 +125,7 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._check_batch(integer, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
+COMMENT ON FUNCTION jobq._check_batch(bigint, text, integer) IS 'Raises JQ007 for a NULL, negative or over-cap batch size.';
 
 CREATE FUNCTION jobq._fixed_length(p_value interval) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -166,23 +166,6 @@ END
 $$;
 COMMENT ON FUNCTION jobq._check_interval(interval, text, interval, interval) IS
     'Raises JQ008 for an interval argument out of range, or not a fixed length (months, mixed signs).';
-
-CREATE FUNCTION jobq._lease_token(p_token text) RETURNS uuid
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    -- A lease token passed as text (an untyped literal or parameter, e.g.
-    -- from node-postgres) as a uuid; JQ010 when it is not one.
-    RETURN p_token::uuid;
-EXCEPTION WHEN invalid_text_representation THEN
-    RAISE EXCEPTION 'jobq: lease_token must be the UUID jobq.claim() returned, got %',
-            pg_catalog.quote_literal(pg_catalog.left(p_token, 100))
-        USING ERRCODE = 'JQ010',
-              HINT = 'Pass the lease_token column of the claimed row unchanged, e.g. ''8f14e45f-ceea-467a-9575-0e4a4f2a1f5b''.';
-END
-$$;
-COMMENT ON FUNCTION jobq._lease_token(text) IS 'Casts a lease token given as text to uuid; JQ010 when it is not a UUID.';
 
 CREATE FUNCTION jobq._check_lease_args(p_id bigint, p_lease_token uuid) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
