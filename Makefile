@@ -48,6 +48,8 @@ deps:
 $(PY): pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
+	@# The distribution was called pyqueue before 0.11.0: an old venv drops it first.
+	$(VENV)/bin/pip uninstall -q -y pyqueue 2>/dev/null || true
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $(PY)
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.string import TextLoader
 
-from pyqueue.errors import translate_errors
+from pyqueue.errors import JobqNotInstalled, JobqOutdated, missing_jobq, translate_errors
 
 Connection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -41,16 +42,58 @@ class Statement(Generic[T]):
 
 def run(conn: Connection, statement: Statement[T]) -> T:
     """Send ``statement`` on ``conn`` (jobq's errors raised typed); its result."""
-    with translate_errors():
-        answer = READ[statement.read](conn, statement.sql, statement.params)
+    try:
+        with translate_errors():
+            answer = READ[statement.read](conn, statement.sql, statement.params)
+    except psycopg.Error as error:
+        missing = missing_jobq(error)
+        if missing is None:
+            raise
+        if isinstance(missing, JobqOutdated) and askable(conn):
+            try:
+                version = scalar(conn, "SELECT jobq.version()") if scalar(conn, HAS_VERSION) else None
+            except psycopg.Error:
+                raise missing from error
+            raise located(missing, version) from error
+        raise missing from error
     return statement.result(answer)
 
 
 async def arun(conn: AsyncConnection, statement: Statement[T]) -> T:
     """The asyncio twin of :func:`run`."""
-    with translate_errors():
-        answer = await AREAD[statement.read](conn, statement.sql, statement.params)
+    try:
+        with translate_errors():
+            answer = await AREAD[statement.read](conn, statement.sql, statement.params)
+    except psycopg.Error as error:
+        missing = missing_jobq(error)
+        if missing is None:
+            raise
+        if isinstance(missing, JobqOutdated) and askable(conn):
+            try:
+                has_version = await ascalar(conn, HAS_VERSION)
+                version = await ascalar(conn, "SELECT jobq.version()") if has_version else None
+            except psycopg.Error:
+                raise missing from error
+            raise located(missing, version) from error
+        raise missing from error
     return statement.result(answer)
+
+
+# A missing jobq function or view: which jobq the database has, when the
+# connection can still be asked (autocommit, or the call ran outside a
+# transaction); inside a failed transaction the error stays as it is.
+HAS_VERSION = "SELECT pg_catalog.to_regprocedure('jobq.version()') IS NOT NULL"
+
+
+def askable(conn: Connection | AsyncConnection) -> bool:
+    return not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+
+
+def located(error: JobqOutdated, installed: object) -> JobqNotInstalled | JobqOutdated:
+    """``error`` told precisely: jobq is not installed, or which version is."""
+    if installed is None:
+        return JobqNotInstalled(sqlstate=error.sqlstate, diag=error.diag)
+    return JobqOutdated(error.missing, error.needed, str(installed), sqlstate=error.sqlstate, diag=error.diag)
 
 
 def scalar(conn: Connection, query: str, params: Any = None) -> Any:

@@ -8,6 +8,7 @@ Every pyqueue function that talks to the database runs inside
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import ClassVar
@@ -36,6 +37,8 @@ __all__ = [
     "JobKeyConflict",
     "JobTimeout",
     "JobqError",
+    "JobqNotInstalled",
+    "JobqOutdated",
     "MetricsError",
     "MissingLease",
     "NotReadCommitted",
@@ -256,6 +259,78 @@ class InvalidRole(InvalidArgument):
     SQLSTATE = "JQ021"
 
 
+NOT_INSTALLED = "jobq is not installed in this database"
+NOT_INSTALLED_HINT = "Run `pyqueue install` first (or CREATE EXTENSION jobq)."
+
+
+class JobqNotInstalled(JobqError):
+    """jobq is not in the database the connection reaches: a call found no
+    schema ``jobq``. Not one of jobq's own codes: ``sqlstate`` is
+    PostgreSQL's (3F000, or 42P01 for one of its views). ``pyqueue install``
+    (or ``CREATE EXTENSION jobq``) puts it there."""
+
+    SQLSTATE = "3F000"
+
+    def __init__(self, *, sqlstate: str | None = None, diag: Diagnostic | None = None) -> None:
+        super().__init__(NOT_INSTALLED, sqlstate=sqlstate, hint=NOT_INSTALLED_HINT, diag=diag)
+
+
+class JobqOutdated(JobqError):
+    """The database's jobq is older than this pyqueue: a function or view
+    pyqueue calls is missing (PostgreSQL's 42883 or 42P01 in ``sqlstate``).
+    ``missing`` names it, ``needed`` is the jobq version this pyqueue ships
+    and calls, ``installed`` the database's (None when it could not be
+    asked: the failed call's transaction is aborted). ``pyqueue upgrade``
+    brings the database's jobq up."""
+
+    SQLSTATE = "42883"
+
+    def __init__(self, missing: str, needed: str, installed: str | None = None, *,
+                 sqlstate: str | None = None, diag: Diagnostic | None = None) -> None:
+        if installed is None and sqlstate == "42P01":  # the schema may be missing too
+            message = (f"{missing} does not exist: this database's jobq is older than this pyqueue "
+                       f"needs (jobq {needed}), or jobq is not installed")
+            hint = ("`pyqueue version --installed` shows which; `pyqueue upgrade` brings jobq to "
+                    f"{needed}, `pyqueue install` installs it.")
+        elif installed is None:  # a function: the schema is there
+            message = (f"{missing} does not exist: this database's jobq is older than this pyqueue "
+                       f"needs (jobq {needed})")
+            hint = (f"Run `pyqueue upgrade` to bring it to {needed} (`pyqueue version --installed` shows the "
+                    "installed version).")
+        else:
+            message = f"{missing} does not exist in jobq {installed}: this pyqueue needs jobq {needed}"
+            hint = f"Run `pyqueue upgrade` to bring this database's jobq from {installed} to {needed}."
+        super().__init__(message, sqlstate=sqlstate, hint=hint, diag=diag)
+        self.missing = missing
+        self.needed = needed
+        self.installed = installed
+
+
+_NO_SCHEMA = re.compile(r'schema "jobq" does not exist')
+_NO_FUNCTION = re.compile(r"(function jobq\.\w+\(.*\)) does not exist")
+_NO_RELATION = re.compile(r'relation "(jobq\.\w+)" does not exist')
+
+
+def missing_jobq(error: psycopg.Error) -> JobqError | None:
+    """:class:`JobqNotInstalled` or :class:`JobqOutdated` when ``error`` says a
+    ``jobq.`` object does not exist, else None. A missing view (42P01) is
+    outdated-or-missing until someone asks the database (see ``pyqueue._db``)."""
+    primary = error.diag.message_primary or ""
+    if error.sqlstate == "3F000" and _NO_SCHEMA.match(primary):
+        return JobqNotInstalled(sqlstate=error.sqlstate, diag=error.diag)
+    found = None
+    if error.sqlstate == "42883":
+        found = _NO_FUNCTION.match(primary)
+    elif error.sqlstate == "42P01":
+        found = _NO_RELATION.match(primary)
+    if found is None:
+        return None
+    from pyqueue._sqlfiles import SqlScripts  # noqa: PLC0415  (only on this rare path)
+
+    what = found.group(1) if error.sqlstate == "42883" else f"relation {found.group(1)}"
+    return JobqOutdated(what, SqlScripts.load().latest, sqlstate=error.sqlstate, diag=error.diag)
+
+
 ERRORS_BY_SQLSTATE: dict[str, type[JobqError]] = {
     cls.SQLSTATE: cls
     for cls in (
@@ -289,7 +364,10 @@ def error_from_psycopg(error: psycopg.Error) -> JobqError | None:
 
     A ``JQ`` code without a class of its own (JQ000, an upgrade script applied
     to the wrong version, or a code from a newer jobq) becomes a plain
-    :class:`JobqError` that still carries its sqlstate.
+    :class:`JobqError` that still carries its sqlstate. (A missing ``jobq``
+    schema, function or view is not translated here: the client calls, the
+    CLI and the dashboard do it with :func:`missing_jobq`, while the workers'
+    own loops keep telling an older jobq's missing functions apart.)
     """
     sqlstate = error.sqlstate
     if sqlstate is None or not sqlstate.startswith("JQ"):

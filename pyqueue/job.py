@@ -482,15 +482,18 @@ def summary(exc: BaseException) -> str:
 
 
 def log_failed(job: JobRecord | Any, error: str, exc: BaseException | None = None) -> None:
-    """Log a failed attempt at ERROR: a job out of attempts says it is dead,
-    with the first line of its error, so that the line stands on its own."""
+    """Log a failed attempt, with the first line of its error so that the line
+    stands on its own: a job out of attempts at ERROR, saying it is dead,
+    with the traceback; an attempt that will be retried at WARNING, one line
+    (retries are the queue doing its work; every attempt's traceback is in
+    jobq.job_errors and the dashboard)."""
     first = error.strip().splitlines()[0] if error.strip() else "(no error text)"
     if job.attempts >= job.max_attempts:
         logger.error("job %d of queue %s is dead after %d of %d attempts: %s", job.id, job.queue,
                      job.attempts, job.max_attempts, first, exc_info=exc)
     else:
-        logger.error("job %d of queue %s failed (attempt %d of %d, will retry): %s", job.id, job.queue,
-                     job.attempts, job.max_attempts, first, exc_info=exc)
+        logger.warning("job %d of queue %s failed (attempt %d of %d, will retry): %s", job.id, job.queue,
+                       job.attempts, job.max_attempts, first)
 
 
 @dataclass

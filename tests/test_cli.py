@@ -144,9 +144,9 @@ def test_a_payload_that_is_not_json_exits_2(dsn: str) -> None:
     done = cli("enqueue", "q", "{to: nobody}", "--dsn", dsn)
     assert done.returncode == 2
     assert "error: PAYLOAD_JSON is not valid JSON" in done.stderr
-    done = cli("enqueue", "q", "[1, 2]", "--dsn", dsn)  # JSON, but not an object: jobq says so
+    done = cli("enqueue", "q", "[1, 2]", "--dsn", dsn)  # JSON, but not an object: refused before SQL
     assert done.returncode == 2
-    assert "error: jobq: payload must be a JSON object" in done.stderr
+    assert "error: PAYLOAD_JSON must be a JSON object, got an array" in done.stderr
 
 
 def test_cancel_and_retry(dsn: str, conn: Conn) -> None:
@@ -193,7 +193,7 @@ def test_no_database_exits_1_with_a_clear_message() -> None:
     assert done.stderr.startswith(
         "error: cannot connect to PostgreSQL (host=/nonexistent port=1 user=nobody, from --dsn)")
     assert "secret" not in done.stderr
-    assert "hint: Pass --dsn, or set DATABASE_URL" in done.stderr
+    assert "hint: Check the --dsn value" in done.stderr  # not "Pass --dsn": it was passed (issue 29)
 
 
 def wait_until_finished(conn: Conn, ids: list[int]) -> list[tuple[object, ...]]:

@@ -143,7 +143,7 @@ def test_without_the_extra_it_says_what_to_install(dsn: str) -> None:
                               timeout=60, env=dashboard_env(), check=False)
 
     done = run("dashboard", "--dsn", dsn)
-    assert done.returncode == 2 and "pip install 'pyqueue[dashboard]'" in done.stderr
+    assert done.returncode == 2 and "pip install 'jobq[dashboard]'" in done.stderr
     helped = run("--help")
     assert helped.returncode == 0 and "dashboard" in helped.stdout
     assert run("dashboard", "--help").returncode == 0

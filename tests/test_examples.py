@@ -265,6 +265,9 @@ def test_psql_workers_finish_each_job_exactly_once(conn: Conn, psql_workers: Sta
     assert until_empty.logged(f"queue {QUEUE} is empty$")
     assert all(w.logged("stopped$") for w in workers)
     assert_each_job_finished_once(conn, ids, failing, workers)
+    # The log line gives the reason (issue 29), not only "failed job N".
+    assert any(w.logged(f"failed job {failing} \\(attempt 1\\): failing the first attempt, as asked$")
+               for w in workers)
 
 
 def test_node_worker_wakes_on_notify(conn: Conn, node_workers: Start) -> None:

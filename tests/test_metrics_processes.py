@@ -84,7 +84,7 @@ def test_metrics_without_prometheus_client_fail_at_construction(dsn: str) -> Non
     done = python("-c", textwrap.dedent(WITHOUT_PROMETHEUS), dsn)
     assert done.returncode == 0, done.stderr
     assert "metrics_port needs prometheus-client" in done.stdout
-    assert "pip install 'pyqueue[metrics]'" in done.stdout
+    assert "pip install 'jobq[metrics]'" in done.stdout
 
 
 def worker_argv(dsn: str, *options: str) -> list[str]:

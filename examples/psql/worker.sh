@@ -75,8 +75,11 @@ while ! $stopping; do
             outcome="completed job $id"
             ok=$(sql "SELECT jobq.complete(:'id', :'token')" -v id="$id" -v token="$token")
         else
-            status=$? outcome="failed job $id (attempt ${attempts[i]})"
+            status=$?
             error=$(tail -c 4000 "$errors") # jobq keeps it as the job's last_error
+            # The log line ends with the reason: the last line the command wrote to stderr.
+            reason=$(grep -v '^[[:space:]]*$' "$errors" | tail -n 1 | cut -c 1-300 || true)
+            outcome="failed job $id (attempt ${attempts[i]}): ${reason:-exit status $status}"
             ok=$(sql "SELECT jobq.fail(:'id', :'error', :'token')" -v id="$id" -v token="$token" \
                      -v error="${error:-exit status $status}")
         fi

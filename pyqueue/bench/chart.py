@@ -10,7 +10,7 @@ CHART_SIZE = (13.0, 5.5)  # inches
 CHART_DPI = 110  # dots per inch
 CHART_HEADROOM = 1.25  # y axis top, as a multiple of the highest value: room for the legend
 BAR_GROUP_WIDTH = 0.84  # of the space between two groups of bars
-CHART_EXTRA = "pip install 'pyqueue[bench]' (or: pip install matplotlib)"
+CHART_EXTRA = "pip install 'jobq[bench]' (or: pip install matplotlib)"
 DRAIN_BARS = {  # drain row: legend label
     "floor": "floor: DELETE … SKIP LOCKED",
     "pgmq": "pgmq-style: UPDATE vt + DELETE",

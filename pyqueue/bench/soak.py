@@ -233,7 +233,7 @@ def write_chart(result: dict[str, Any], path: Path) -> str | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
-        return "matplotlib is not installed; pip install 'pyqueue[bench]' (or: pip install matplotlib)"
+        return "matplotlib is not installed; pip install 'jobq[bench]' (or: pip install matplotlib)"
     samples = result["samples"]
     t = [s["t_s"] for s in samples]
     figure, (rate, size, delay) = plt.subplots(3, 1, figsize=CHART_SIZE, sharex=True)

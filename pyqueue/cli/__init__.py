@@ -27,7 +27,7 @@ from pyqueue.cli.command import (
     CommandParser,
     add_dsn_option,
 )
-from pyqueue.errors import JobqError, translate_errors
+from pyqueue.errors import JobqError, missing_jobq, translate_errors
 
 PROG = "pyqueue"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
@@ -117,6 +117,9 @@ def report_failure(exc: Exception) -> int:
         report(f"database connection failed: {str(exc).strip()}", None)
         return EXIT_FAILED
     if isinstance(exc, psycopg.Error):
+        if (missing := missing_jobq(exc)) is not None:  # jobq not installed, or older than pyqueue
+            report(missing.message, missing.hint)
+            return EXIT_REFUSED
         report(f"database error: {str(exc).strip()}", exc.diag.message_hint)
         return EXIT_FAILED
     raise exc

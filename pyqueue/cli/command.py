@@ -23,6 +23,12 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 2
 DSN_ORDER = ("host", "hostaddr", "port", "dbname", "user")  # how messages show a DSN
 CONNECT_TIMEOUT = 10  # seconds, unless the DSN or PGCONNECT_TIMEOUT says otherwise
+# What to do when the connection fails, by where its DSN came from (resolve_dsn).
+CONNECT_HINTS = {
+    "--dsn": "Check the --dsn value: host (or socket directory), port, dbname, user; is the server running?",
+    "DATABASE_URL": "Check $DATABASE_URL (or pass --dsn): host, port, database, user; is the server running?",
+    "": "Pass --dsn, or set DATABASE_URL or PGHOST/PGPORT/PGDATABASE/PGUSER.",
+}
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,8 @@ def connect_dsn(dsn: str, source: str, *, autocommit: bool = True) -> psycopg.Co
     except psycopg.OperationalError as exc:
         raise CommandError(
             f"cannot connect to PostgreSQL ({describe_dsn(dsn)}, from {source}): {str(exc).strip()}",
-            hint="Pass --dsn, or set DATABASE_URL or PGHOST/PGPORT/PGDATABASE/PGUSER.",
+            hint=CONNECT_HINTS.get(source) or (f"Check the DSN {source} is made with."
+                                               if source.startswith("the Worker") else CONNECT_HINTS[""]),
         ) from exc
     except psycopg.ProgrammingError as exc:
         raise CommandError(f"invalid connection string from {source}: {exc}", exit_code=EXIT_REFUSED) from exc

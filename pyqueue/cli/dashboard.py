@@ -28,9 +28,9 @@ DEFAULT_PORT = 8787
 TOKEN_ENV = "PYQUEUE_DASHBOARD_TOKEN"
 SECRET_ENV = "PYQUEUE_DASHBOARD_SECRET"
 MIN_SECRET_LENGTH = 32  # characters of the key that signs cookies and CSRF tokens
-# What `pip install 'pyqueue[dashboard]'` brings.
+# What `pip install 'jobq[dashboard]'` brings.
 EXTRA_MODULES = ("starlette", "jinja2", "uvicorn", "multipart")
-INSTALL_HINT = "pip install 'pyqueue[dashboard]'"
+INSTALL_HINT = "pip install 'jobq[dashboard]'"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "dashboard", "serve the web dashboard (needs pip install 'pyqueue[dashboard]')",
+    "dashboard", "serve the web dashboard (needs pip install 'jobq[dashboard]')",
     "Serve jobq's web dashboard: every queue's counts and the last hour's throughput, each queue's jobs "
     "(filtered, newest first), a job's payload and errors, schedules and workers, and the operator "
     "actions (retry, cancel, run now, pause/resume, retry dead, bulk) through jobq's SQL functions. "

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 import psycopg
 
 from pyqueue import schema
 from pyqueue.cli.command import EXIT_OK, Command, connect
+from pyqueue.worker.startup import package_version
 
 
 def configure_install(parser: argparse.ArgumentParser) -> None:
@@ -44,13 +44,6 @@ def show_change(args: argparse.Namespace,
 def configure_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--installed", action="store_true",
                         help="also connect and show the jobq version installed in the database")
-
-
-def package_version() -> str:
-    try:
-        return metadata.version("pyqueue")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def run_version(args: argparse.Namespace) -> int:

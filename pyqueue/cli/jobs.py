@@ -9,10 +9,13 @@ import sys
 from datetime import timedelta
 from typing import Any
 
+import psycopg
+
 import pyqueue
 from pyqueue.cli.arguments import delay_seconds, parse_time, positive_seconds
 from pyqueue.cli.command import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, Command, CommandError, connect
 from pyqueue.cli.table import stats_table
+from pyqueue.worker.startup import SHOWN_QUEUES
 
 
 def configure_enqueue(parser: argparse.ArgumentParser) -> None:
@@ -40,12 +43,21 @@ def configure_enqueue(parser: argparse.ArgumentParser) -> None:
                         "this many seconds, adding nothing (jobq 0.4)")
 
 
+JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+              type(None): "null"}
+
+
 def run_enqueue(args: argparse.Namespace) -> int:
     try:
         payload = json.loads(args.payload)
     except json.JSONDecodeError as exc:
         raise CommandError(f"PAYLOAD_JSON is not valid JSON: {exc}", exit_code=EXIT_REFUSED,
                            hint='Quote it for the shell, e.g. \'{"n": 1}\'.') from exc
+    if not isinstance(payload, dict):
+        kind = JSON_KINDS.get(type(payload), type(payload).__name__)
+        raise CommandError(f"PAYLOAD_JSON must be a JSON object, got {kind}: {args.payload}",
+                           exit_code=EXIT_REFUSED,
+                           hint=f"Put it under a key, e.g. '{json.dumps({'items': payload})}'.")
     with connect(args) as conn:
         job_id = pyqueue.enqueue(
             conn, args.queue, payload,
@@ -84,12 +96,33 @@ def configure_retry(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--dead", metavar="QUEUE", help="run every dead job of QUEUE again")
 
 
+def unknown_queue(conn: psycopg.Connection[Any], queue: str) -> bool:
+    """Whether jobq has never seen ``queue`` (no job, setting or count: a
+    typo?); if so, a warning listing the queues it knows."""
+    try:
+        known = [row[0] for row in conn.execute("SELECT s.queue FROM jobq.stats AS s ORDER BY s.queue")]
+    except psycopg.Error:  # e.g. a role that may not read jobq.stats: nothing to say
+        return False
+    if queue in known:
+        return False
+    shown = ", ".join(known[:SHOWN_QUEUES]) + (", ..." if len(known) > SHOWN_QUEUES else "")
+    print(f"warning: jobq has never seen queue {queue!r} (no job, setting or count): a typo? "
+          f"Known queues: {shown or 'none yet'}", file=sys.stderr)
+    return True
+
+
+def acted_on(conn: psycopg.Connection[Any], queue: str, count: int) -> int:
+    """The exit code after ``count`` jobs of ``queue`` were acted on: 0, also
+    for none in a queue jobq knows; 1 for a queue it has never seen."""
+    return EXIT_FAILED if count == 0 and unknown_queue(conn, queue) else EXIT_OK
+
+
 def run_retry(args: argparse.Namespace) -> int:
     with connect(args) as conn:
         if args.dead is not None:
             count = pyqueue.retry_dead(conn, args.dead)
             print(f"{count} dead job{'s' if count != 1 else ''} of queue {args.dead} will run again")
-            return EXIT_OK
+            return acted_on(conn, args.dead, count)
         if pyqueue.retry(conn, args.id):
             print(f"job {args.id} will run again")
             return EXIT_OK
@@ -126,9 +159,9 @@ def run_cancel(args: argparse.Namespace) -> int:
     where = None if args.where is None else json_object("--where", args.where)
     with connect(args) as conn:
         count = pyqueue.cancel_jobs(conn, args.queue, status=args.status, payload_contains=where)
-    which = "" if args.status is None else f"{args.status} "
-    print(f"{plural(count, which + 'job')} of queue {args.queue} cancelled")
-    return EXIT_OK
+        which = "" if args.status is None else f"{args.status} "
+        print(f"{plural(count, which + 'job')} of queue {args.queue} cancelled")
+        return acted_on(conn, args.queue, count)
 
 
 def cancel_one(args: argparse.Namespace) -> int:
@@ -159,8 +192,8 @@ def run_discard_dead(args: argparse.Namespace) -> int:
     older_than = None if args.older_than is None else timedelta(seconds=args.older_than)
     with connect(args) as conn:
         count = pyqueue.discard_dead(conn, args.queue, older_than=older_than)
-    print(f"{plural(count, 'dead job')} of queue {args.queue} discarded")
-    return EXIT_OK
+        print(f"{plural(count, 'dead job')} of queue {args.queue} discarded")
+        return acted_on(conn, args.queue, count)
 
 
 ENQUEUE = Command(
@@ -182,7 +215,8 @@ RETRY = Command(
     "retry", "run a dead, cancelled or waiting job again (or every dead job of a queue)",
     "Run a job again now: a dead or cancelled job gets a fresh attempt budget, a scheduled or "
     "backing-off job runs now. --dead QUEUE brings back every dead job of QUEUE. "
-    "Exit 1 when the job is running, completed or unknown.",
+    "Exit 1 when the job is running, completed or unknown, or when QUEUE is one jobq has never "
+    "seen (a warning lists the known queues).",
     configure_retry, run_retry,
 )
 
@@ -191,13 +225,15 @@ CANCEL = Command(
     "Cancel the live jobs of QUEUE: all of them, or only those --status ready, scheduled or "
     "running, and only those whose payload contains the --where JSON object. Prints how many. "
     "Workers holding a cancelled job lose its lease. --id N cancels one job instead (exit 1 when "
-    "it is already finished or unknown). Needs jobq 0.4 for QUEUE.",
+    "it is already finished or unknown). A QUEUE jobq has never seen: a warning listing the "
+    "known queues, exit 1. Needs jobq 0.4 for QUEUE.",
     configure_cancel, run_cancel,
 )
 
 DISCARD_DEAD = Command(
     "discard-dead", "delete the dead jobs of a queue and print how many",
     "Delete the dead jobs of QUEUE for good (they can no longer be retried), or only those dead "
-    "for longer than --older-than SECONDS. Prints how many. Needs jobq 0.4.",
+    "for longer than --older-than SECONDS. Prints how many. A QUEUE jobq has never seen: a "
+    "warning listing the known queues, exit 1. Needs jobq 0.4.",
     configure_discard_dead, run_discard_dead,
 )

@@ -9,14 +9,14 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 from datetime import timedelta
 from typing import Any
 
 import pyqueue
-from pyqueue import defaults, schema
+from pyqueue import defaults
 from pyqueue.cli.arguments import delay_seconds, positive_int, positive_seconds
 from pyqueue.cli.command import EXIT_OK, EXIT_REFUSED, Command, CommandError, connect_dsn, resolve_dsn
-from pyqueue.cli.install import package_version
 from pyqueue.worker.observer import METRICS_HOST, MetricsError
 
 WORKER_OPTIONS = ("concurrency", "batch_size", "lease", "poll_interval", "max_poll_interval", "listen_dsn",
@@ -67,13 +67,13 @@ def configure_worker(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus metrics on http://HOST:N/metrics while the worker runs: its "
                         "handlers' durations, pickup delays and jobs in flight, and jobq's metrics read from "
                         "the database at each scrape (needs prometheus-client: pip install "
-                        "'pyqueue[metrics]'; 0: any free port, logged)")
+                        "'jobq[metrics]'; 0: any free port, logged)")
     parser.add_argument("--metrics-host", metavar="HOST",
                         help=f"address to serve the metrics on (default {METRICS_HOST}: this machine only)")
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS,
                         help="what the worker logs on stderr: a startup line, shutdown and reconnections "
-                        "at INFO/WARNING, failed and dead jobs (with their traceback) at ERROR "
-                        "(default INFO)")
+                        "at INFO/WARNING, a line per failed attempt that will be retried at WARNING, "
+                        "a job that goes dead (with its traceback) at ERROR (default INFO)")
 
 
 def tcp_port(text: str) -> int:
@@ -93,6 +93,14 @@ def load_target(spec: str, app_dir: str = ".") -> object:
     if not module_name or not attr:
         raise CommandError(f"expected MODULE:ATTR, got {spec!r}", exit_code=EXIT_REFUSED,
                            hint="For example: pyqueue worker myapp.tasks:send_email --queue emails")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        folder, _, file = module_name.removesuffix(".py").rpartition("/")
+        dotted = module_name.removesuffix(".py").replace("/", ".").strip(".")
+        hint = f"For ./{module_name}: pyqueue worker {dotted}:{attr}"
+        if folder:
+            hint += f" (a package), or pyqueue worker {file}:{attr} --app-dir {folder}"
+        raise CommandError(f"MODULE is a Python module name, not a file path: got {module_name!r}",
+                           exit_code=EXIT_REFUSED, hint=hint + ".")
     directory = os.path.abspath(app_dir)
     if not os.path.isdir(directory):
         raise CommandError(f"--app-dir {app_dir}: no such directory", exit_code=EXIT_REFUSED)
@@ -102,6 +110,10 @@ def load_target(spec: str, app_dir: str = ".") -> object:
     try:
         found: object = importlib.import_module(module_name)
     except ImportError as exc:
+        if not not_found(exc, module_name):  # MODULE was found; an import inside it failed
+            traceback.print_exc()
+            raise CommandError(f"importing {module_name} failed: {exc}", exit_code=EXIT_REFUSED,
+                               hint=f"The traceback above shows where, inside {module_name}.") from exc
         path = os.path.join(directory, *module_name.split("."))
         raise CommandError(
             f"cannot import {module_name} (looked for {path}.py or {path}/__init__.py, "
@@ -114,6 +126,14 @@ def load_target(spec: str, app_dir: str = ".") -> object:
         except AttributeError as exc:
             raise CommandError(f"{module_name} has no attribute {attr}", exit_code=EXIT_REFUSED) from exc
     return found
+
+
+def not_found(error: ImportError, module_name: str) -> bool:
+    """Whether ``error`` says MODULE itself (or a package above it) is missing,
+    rather than something MODULE imports."""
+    parts = module_name.split(".")
+    return isinstance(error, ModuleNotFoundError) and error.name in {
+        ".".join(parts[:i]) for i in range(1, len(parts) + 1)}
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -151,18 +171,10 @@ def run_worker(args: argparse.Namespace) -> int:
             worker.register(queue, target)
     else:
         raise CommandError(f"{args.target} is neither a pyqueue.Worker nor callable", exit_code=EXIT_REFUSED)
-    with connect_dsn(worker.dsn, source) as conn:  # fail fast and clearly, before starting threads
-        version = schema.installed_version(conn)
-        if version is None:
-            raise CommandError("jobq is not installed in this database", exit_code=EXIT_REFUSED,
-                               hint="Run `pyqueue install` first.")
-        info = conn.info
-        database = f"host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
+    with connect_dsn(worker.dsn, source):  # an unreachable database said with the DSN and where it came from
+        pass
+    # worker.run() checks jobq (not installed: an error with a hint) and logs the startup line.
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
-    logging.getLogger("pyqueue.worker").info(
-        "pyqueue worker starting: queues %s; concurrency %d; batch size %d; database %s; "
-        "jobq %s installed; pyqueue %s", ", ".join(worker.queues), worker.concurrency, worker.batch_size,
-        database, version, package_version())
     try:
         worker.run(handle_signals=True)
     except MetricsError as exc:

@@ -1,4 +1,4 @@
-"""The jobq web dashboard (``pip install 'pyqueue[dashboard]'``): server-rendered
+"""The jobq web dashboard (``pip install 'jobq[dashboard]'``): server-rendered
 pages of every queue, job, schedule and worker, operator actions through
 jobq's SQL functions, and the security around them.
 

@@ -31,8 +31,10 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pyqueue._db import HAS_VERSION, ascalar, located
+from pyqueue._sqlfiles import SqlScripts, version_key
 from pyqueue.dashboard import actions, pages
-from pyqueue.dashboard.database import Database
+from pyqueue.dashboard.database import Database, connection
 from pyqueue.dashboard.metrics import metrics_endpoint
 from pyqueue.dashboard.rendering import STATIC, error_page, make_environment
 from pyqueue.dashboard.security import (
@@ -43,6 +45,7 @@ from pyqueue.dashboard.security import (
     TokenAuth,
 )
 from pyqueue.dashboard.slashes import SlashRedirect
+from pyqueue.errors import JobqError, JobqNotInstalled, JobqOutdated, missing_jobq
 from pyqueue.worker.scripts import read_only_server
 
 log = logging.getLogger("pyqueue.dashboard")
@@ -120,9 +123,44 @@ async def unexpected_error(request: Request, exc: Exception) -> Response:
             await database.pool.check()
         return error_page(request, 503, TITLES[503], "the dashboard cannot reach PostgreSQL right now; "
                           "it tries again with the next request")
+    if (page := await jobq_missing(request, exc)) is not None:
+        return page
     log.exception("error serving %s %s", request.method, request.url.path)
     return error_page(request, 500, "Internal error",
                       "the dashboard failed to serve this page; the server log has the details")
+
+
+async def jobq_missing(request: Request, exc: Exception) -> Response | None:
+    """The page for a database without jobq, or with an older jobq than this
+    pyqueue's (a 503 saying ``pyqueue install`` or ``pyqueue upgrade``); None
+    for any other error."""
+    found = exc if isinstance(exc, JobqNotInstalled | JobqOutdated) else (
+        missing_jobq(exc) if isinstance(exc, psycopg.Error) else None)
+    if isinstance(found, JobqNotInstalled):
+        return missing_page(request, "jobq is not installed", found)
+    # A missing jobq view, or any other failure (a column or a key the page
+    # expects): an older jobq, when the database says so.
+    try:
+        async with connection(request) as conn:
+            has_version = await ascalar(conn, HAS_VERSION)
+            version = await ascalar(conn, "SELECT jobq.version()") if has_version else None
+    except psycopg.Error:
+        return None if found is None else missing_page(request, "jobq needs an upgrade", found)
+    if isinstance(found, JobqOutdated):
+        told = located(found, version)
+        title = "jobq is not installed" if isinstance(told, JobqNotInstalled) else "jobq needs an upgrade"
+        return missing_page(request, title, told)
+    needed = SqlScripts.load().latest
+    if version is None or version_key(str(version)) >= version_key(needed):
+        return None  # jobq is current: a real error
+    what = exc.diag.message_primary if isinstance(exc, psycopg.Error) else f"{type(exc).__name__}: {exc}"
+    outdated = JobqOutdated(f"what this page reads ({what})", needed, str(version))
+    return missing_page(request, "jobq needs an upgrade", outdated)
+
+
+def missing_page(request: Request, title: str, error: JobqError) -> Response:
+    log.error("%s %s: %s", request.method, request.url.path, error.message)
+    return error_page(request, 503, title, f"{error.message}. {error.hint}")
 
 
 class ErrorPages:

@@ -45,7 +45,7 @@ async def metrics_endpoint(request: Request) -> Response:
         from pyqueue.metrics.database import SET_TIMEOUT  # noqa: PLC0415
         from pyqueue.metrics.families import QUERY, exposition, families, up  # noqa: PLC0415
     except ImportError as error:
-        detail = f"/metrics needs prometheus-client: pip install 'pyqueue[dashboard]' ({error})"
+        detail = f"/metrics needs prometheus-client: pip install 'jobq[dashboard]' ({error})"
         raise HTTPException(503, detail) from error
     try:
         rows = await asyncio.wait_for(read_metrics(request, QUERY, SET_TIMEOUT), SCRAPE_TIMEOUT)

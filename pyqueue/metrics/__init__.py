@@ -1,6 +1,6 @@
 """Prometheus metrics: jobq's, read from the database, and a worker's own.
 
-Needs prometheus-client (``pip install 'pyqueue[metrics]'``). Never
+Needs prometheus-client (``pip install 'jobq[metrics]'``). Never
 imported by ``import pyqueue`` nor by a worker without ``metrics_port``;
 the worker imports it only when asked for metrics.
 

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import psycopg
 
 from pyqueue.job import AsyncJob
+from pyqueue.worker import startup
 from pyqueue.worker.aio_consumer import Consumer, make_consumer, stop_on_signals
 from pyqueue.worker.aio_worker import AsyncHandler
 from pyqueue.worker.in_transaction import AsyncTxHandler, arun_batch
 from pyqueue.worker.listen_core import HandOut, ListenOptions, ListenSetup, check_listen
-from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import run_supervised
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class AsyncJobIterator:
         self._stop = stop if stop is not None else asyncio.Event()
         self._consumer = make_consumer(self.settings, self._stop, ack_at_once=ack_at_once, watch_cancels=True)
         # No reference back to the iterator: dropping it finalises the generator at once.
-        self._jobs = _generate(self._consumer, self._stop, self.batch_size, self.handle_signals)
+        self._jobs = _generate(setup, self._consumer, self._stop)
 
     def __aiter__(self) -> AsyncJobIterator:
         return self
@@ -78,9 +78,11 @@ class AsyncJobIterator:
         await self.aclose()
 
 
-async def _generate(consumer: Consumer, stop: asyncio.Event, batch_size: int,
-                    handle_signals: bool) -> AsyncGenerator[AsyncJob, None]:
-    with stop_on_signals(handle_signals, stop):
+async def _generate(setup: ListenSetup, consumer: Consumer,
+                    stop: asyncio.Event) -> AsyncGenerator[AsyncJob, None]:
+    batch_size = setup.batch_size
+    setup.started(await startup.acheck(setup.settings.dsn))  # raises when it cannot connect
+    with stop_on_signals(setup.handle_signals, stop):
         out: HandOut[AsyncJob] = HandOut(consumer.watch, consumer.unwatch)
         try:
             while not stop.is_set():
@@ -110,11 +112,13 @@ async def _run_handler(jobs: AsyncJobIterator, handler: AsyncHandler) -> None:
                                  acks=jobs._consumer.acks)
 
 
-async def _run_in_transaction(settings: WorkerSettings, handler: AsyncTxHandler, *, batch_size: int,
-                              stop: asyncio.Event | None, handle_signals: bool) -> None:
+async def _run_in_transaction(setup: ListenSetup, handler: AsyncTxHandler, *,
+                              stop: asyncio.Event | None) -> None:
     """``listen(..., in_transaction=True)``: one batch per queue in turn, each
     in its own transaction on one connection (see ``sync_listen._TxLoop``)."""
+    settings, batch_size, handle_signals = setup.settings, setup.batch_size, setup.handle_signals
     stop = stop if stop is not None else asyncio.Event()
+    setup.started(await startup.acheck(settings.dsn))  # raises when it cannot connect
     with stop_on_signals(handle_signals, stop):
         consumer = make_consumer(settings, stop)
         try:
@@ -171,12 +175,13 @@ def listen(dsn: str, queues: str | Sequence[str], handler: AsyncHandler | AsyncT
     passes (the job fails with ``JobTimeout``), or
     ``shutdown_timeout`` seconds after a stop (the job fails with "shutdown
     timeout", the attempt counts). ``run_schedules``: as for the sync
-    listen(). Authentication errors raise at once."""
+    listen(). The first connection and its checks, when the iteration (or
+    the coroutine) starts, and authentication errors: as for the sync
+    listen()."""
     setup = check_listen(dsn, queues, handler, options, in_transaction=in_transaction, stop=stop,
                          event=asyncio.Event, event_name="an asyncio.Event")
     if in_transaction:
-        return _run_in_transaction(setup.settings, handler, batch_size=setup.batch_size,  # type: ignore[arg-type]
-                                   stop=stop, handle_signals=setup.handle_signals)
+        return _run_in_transaction(setup, handler, stop=stop)  # type: ignore[arg-type]
     jobs = AsyncJobIterator(setup, stop=stop, ack_at_once=handler is None)
     if handler is None:
         return jobs

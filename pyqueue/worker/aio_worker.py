@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from pyqueue.job import AsyncJob
+from pyqueue.worker import startup
 from pyqueue.worker.aio_consumer import Consumer, make_consumer, new_connection, stop_on_signals
 from pyqueue.worker.connections import AsyncDedicatedConnection
 from pyqueue.worker.handler_tasks import HandlerTasks, InTaskSupervisor
@@ -52,8 +53,9 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
     handlers still running ``shutdown_timeout`` seconds later (default 30;
     None: no limit) are cancelled and their jobs failed with "shutdown
     timeout" (the attempt counts). Periodic jobs run by workers
-    (``run_schedules``), authentication errors and metrics (``metrics_port``):
-    as for ``Worker``; the metrics server runs in a thread of its own.
+    (``run_schedules``), the first connection and its checks, authentication
+    errors and metrics (``metrics_port``): as for ``Worker``; the metrics
+    server runs in a thread of its own.
     """
 
     _ASYNC = True
@@ -70,7 +72,9 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
 
     async def run(self, *, handle_signals: bool = True) -> None:
         """Work until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``."""
-        settings = self._start("an AsyncWorker")
+        self._startable("an AsyncWorker")
+        database = await startup.acheck(self.dsn)  # raises when it cannot connect
+        settings = self._start("an AsyncWorker", database)
         slots = asyncio.Semaphore(self.concurrency)
         tasks: set[asyncio.Task[None]] = set()
         with self._observer.serving(), stop_on_signals(handle_signals, self._stop):

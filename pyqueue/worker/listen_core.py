@@ -15,6 +15,7 @@ from pyqueue._queries import default_worker_name
 from pyqueue.defaults import BATCH_SIZE, POLL_INTERVAL, REAP_INTERVAL, SHUTDOWN_TIMEOUT
 from pyqueue.job import Event, JobRecord
 from pyqueue.worker import settings as _settings
+from pyqueue.worker import startup
 from pyqueue.worker.settings import WorkerSettings, queue_list
 
 J = TypeVar("J", bound=JobRecord)
@@ -71,6 +72,11 @@ class ListenSetup:
     settings: WorkerSettings
     batch_size: int
     handle_signals: bool
+
+    def started(self, database: startup.Database) -> None:
+        """The first connection worked (``database``): say what starts."""
+        startup.report(database, "pyqueue listen", list(self.settings.queues),
+                       f"batch size {self.batch_size}")
 
 
 def check_listen(dsn: str, queues: str | Sequence[str], handler: object, options: Mapping[str, object], *,

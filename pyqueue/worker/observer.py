@@ -86,5 +86,5 @@ def make_observer(dsn: str, port: object, host: object) -> Observer:
         if (error.name or "").split(".")[0] != "prometheus_client":
             raise
         raise ImportError("metrics_port needs prometheus-client, which is not installed: "
-                          "pip install 'pyqueue[metrics]'", name=error.name) from error
+                          "pip install 'jobq[metrics]'", name=error.name) from error
     return WorkerMetrics(dsn, port=port, host=host)

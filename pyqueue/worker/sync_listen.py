@@ -15,6 +15,7 @@ import psycopg
 from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from pyqueue.job import Job
 from pyqueue.worker import settings as _settings
+from pyqueue.worker import startup
 from pyqueue.worker.connections import DedicatedConnection
 from pyqueue.worker.in_transaction import TxHandler, run_batch
 from pyqueue.worker.listen_core import HandOut, ListenOptions, ListenSetup, check_listen
@@ -199,6 +200,12 @@ def listen(dsn: str, queues: str | Sequence[str], handler: Handler | TxHandler |
     current job; jobs claimed but not started are released. A second
     signal acts as it would have without the worker.
 
+    Before anything else it connects once (``pyqueue.worker.startup``): a
+    bad DSN or an unreachable server raises its ``psycopg.OperationalError``
+    here, a database without jobq :class:`pyqueue.JobqNotInstalled`; then
+    it logs an INFO line saying what starts (and a WARNING for a queue jobq
+    has never seen). Connections lost later are retried with backoff.
+
     Settings are checked here (TypeError / ValueError naming the argument):
     durations (``lease``, ``poll_interval``, ``reap_interval``,
     ``shutdown_timeout``) take a timedelta or a number of seconds (not a
@@ -235,6 +242,7 @@ def listen(dsn: str, queues: str | Sequence[str], handler: Handler | TxHandler |
                    if k not in ("lease", "shutdown_timeout")}
     setup = check_listen(dsn, queues, handler, options, in_transaction=in_transaction, stop=stop,
                          event=threading.Event, event_name="a threading.Event")
+    setup.started(startup.check(dsn))  # raises when it cannot connect, or jobq is not there
     if in_transaction:
         _TxLoop(setup.settings, handler, batch_size=setup.batch_size,  # type: ignore[arg-type]
                 stop=stop).run(setup.handle_signals)

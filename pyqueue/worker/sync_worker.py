@@ -21,6 +21,7 @@ from functools import partial
 
 from pyqueue.defaults import WORKER_APPLICATION_NAME
 from pyqueue.job import Event, Job, JobRecord
+from pyqueue.worker import startup
 from pyqueue.worker.connections import DedicatedConnection, PooledConnections
 from pyqueue.worker.handler_threads import HandlerThreads
 from pyqueue.worker.in_transaction import TxHandler, run_batch
@@ -103,15 +104,22 @@ class Worker(WorkerCore[Handler, TxHandler]):
     each tick is enqueued once however many workers run.
 
     Metrics (``metrics_port=N``, ``metrics_host`` default 127.0.0.1; needs
-    prometheus-client, ``pip install 'pyqueue[metrics]'``): while ``run()``
+    prometheus-client, ``pip install 'jobq[metrics]'``): while ``run()``
     runs, ``http://HOST:N/metrics`` serves the worker's handler histograms
     and in-flight gauge with jobq's own metrics read from the database at
     each scrape (see ``pyqueue.metrics``). Without it nothing is imported.
 
+    Starting (see ``pyqueue.worker.startup``): ``run()`` connects once
+    first; a bad DSN or an unreachable server raises its
+    ``psycopg.OperationalError`` at once, and a database without jobq
+    :class:`pyqueue.JobqNotInstalled`. It logs one INFO line (queues,
+    settings, database, versions), and a WARNING when a queue is one jobq
+    has never seen.
+
     Authentication and authorisation failures (SQLSTATE 28P01, 28000,
     42501: a wrong password, an unknown role, no CONNECT or jobq privilege)
-    raise from ``run()`` at once; other connection failures are retried
-    with backoff.
+    raise from ``run()`` at once; other connection failures, once running,
+    are retried with backoff.
     """
 
     def _prepare(self) -> None:
@@ -128,7 +136,8 @@ class Worker(WorkerCore[Handler, TxHandler]):
     def run(self, *, handle_signals: bool = True) -> None:
         """Work until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``
         (main thread only)."""
-        settings = self._start("a Worker")
+        self._startable("a Worker")
+        settings = self._start("a Worker", startup.check(self.dsn))  # raises when it cannot connect
         with self._observer.serving(), stop_on_signals(handle_signals, self._wakeup):
             pool = PooledConnections(self.dsn, WORKER_APPLICATION_NAME, size=self.concurrency + 1,
                                      prepare=settings.prepare)

@@ -26,6 +26,7 @@ from pyqueue.defaults import (
     TX_PARALLEL_AFTER,
 )
 from pyqueue.worker import settings as _settings
+from pyqueue.worker import startup
 from pyqueue.worker.acknowledgement import Acks
 from pyqueue.worker.auth import fatal_error
 from pyqueue.worker.observer import METRICS_HOST, make_observer
@@ -180,14 +181,23 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
 
         return decorate
 
-    def _start(self, what: str) -> WorkerSettings:
-        """``run()`` begins: there are handlers, and it runs once."""
+    def _startable(self, what: str) -> None:
+        """Before ``run()`` connects: there are handlers, and it has not run."""
         if not self._order:
             raise ValueError("register a handler first (worker.register or @worker.handler)")
+        if self._running:
+            raise RuntimeError(f"{what} runs once: make a new one to run again")
+
+    def _start(self, what: str, database: startup.Database) -> WorkerSettings:
+        """``run()`` begins, its first connection made (``database``): there are
+        handlers, it runs once, and it says so."""
+        self._startable(what)
         with self._lock:
             if self._running:
                 raise RuntimeError(f"{what} runs once: make a new one to run again")
             self._running = True
+        startup.report(database, "pyqueue worker", self.queues,
+                       f"concurrency {self.concurrency}; batch size {self.batch_size}")
         self._tx_wanted = dict.fromkeys(self._tx_handlers, True)
         return WorkerSettings(self.dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
                               self.name, self.reap_interval, self.shutdown_timeout, self.run_schedules,
