@@ -10,8 +10,8 @@ import math
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 
@@ -27,11 +27,10 @@ HEARTBEAT_RETRY_DELAY = 1.0  # seconds before a failed heartbeat is tried again
 MIN_LEASE = 1.0  # seconds: jobq's smallest lease and heartbeat extension
 
 
-@dataclass
-class _Held:
-    job: JobRecord
-    lease: float  # seconds
-    next_due: float  # monotonic
+# A held job's entry in the book: [job, lease (seconds), next due (monotonic)]
+# — a list, not an object: one is made for every job claimed.
+_JOB, _LEASE, _DUE = 0, 1, 2
+_Held = list[Any]
 
 
 class HeartbeatBook:
@@ -57,9 +56,9 @@ class HeartbeatBook:
         with self._lock:
             held = self._held
             for job in jobs:
-                lease = max(job.lease_seconds or MIN_LEASE, MIN_LEASE)
+                lease = max(job._lease_seconds or MIN_LEASE, MIN_LEASE)
                 due = claimed_at + lease * fraction
-                held[job.id] = _Held(job, lease, due)
+                held[job.id] = [job, lease, due]
                 first = min(first, due)
         return first
 
@@ -71,7 +70,7 @@ class HeartbeatBook:
                 pop(job.id, None)
 
     def _prune(self) -> None:
-        for job_id in [i for i, h in self._held.items() if h.job._state in NO_HEARTBEAT]:
+        for job_id in [i for i, h in self._held.items() if h[_JOB]._state in NO_HEARTBEAT]:
             del self._held[job_id]
 
     def seconds_until_due(self) -> float | None:
@@ -80,32 +79,32 @@ class HeartbeatBook:
             self._prune()
             if not self._held:
                 return None
-            return max(0.0, min(h.next_due for h in self._held.values()) - time.monotonic())
+            return max(0.0, float(min(h[_DUE] for h in self._held.values())) - time.monotonic())
 
     def take_due(self) -> list[tuple[JobRecord, timedelta]]:
         """The due jobs, each with the extension to ask for (its own lease)."""
         now = time.monotonic()
         with self._lock:
             self._prune()
-            return [(h.job, timedelta(seconds=h.lease)) for h in self._held.values() if h.next_due <= now]
+            return [(h[_JOB], timedelta(seconds=h[_LEASE])) for h in self._held.values() if h[_DUE] <= now]
 
     def jobs(self) -> list[JobRecord]:
         """The held jobs whose ack has not reached the database."""
         with self._lock:
             self._prune()
-            return [h.job for h in self._held.values()]
+            return [h[_JOB] for h in self._held.values()]
 
     def renewed(self, job: JobRecord, at: float) -> None:
         with self._lock:
             if (held := self._held.get(job.id)) is not None:
-                held.next_due = at + held.lease * self.fraction
+                held[_DUE] = at + held[_LEASE] * self.fraction
 
     def retry_later(self, jobs: Iterable[JobRecord]) -> None:
         later = time.monotonic() + HEARTBEAT_RETRY_DELAY
         with self._lock:
             for job in jobs:
                 if (held := self._held.get(job.id)) is not None:
-                    held.next_due = min(later, held.next_due + held.lease * self.fraction)
+                    held[_DUE] = min(later, held[_DUE] + held[_LEASE] * self.fraction)
 
     def __len__(self) -> int:
         with self._lock:
