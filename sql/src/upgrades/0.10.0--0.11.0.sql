@@ -1,5 +1,5 @@
 -- jobq 0.10.0 → 0.11.0. One line per change:
---   (none yet)
+--   * jobq.enqueue(): a job without key, group, timeout or parents is inserted by one statement (issue 24)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.11.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.10.0 is installed.
@@ -30,6 +30,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.11.0');
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
+-- @replace-function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text)
 
 ---------------------------------------------------------------------------
 -- privileges
