@@ -1,7 +1,8 @@
-"""The sync Worker's handler threads (issue 24): a handoff wakes one idle
-thread and a thread that takes work while more waits wakes the next, so
-slow work still runs on every thread at once, no handoff is left waiting
-while a thread sleeps, and shutdown runs what was handed over. The worker
+"""The sync Worker's handler threads (issue 24): slow work runs on every
+thread at once, no handoff is left waiting while a thread sleeps, and
+shutdown runs what was handed over (guards for any change to how the
+threads are woken: waking one thread per handoff without the next being
+woken fails the first test). The worker
 itself is tested end to end in tests/test_worker.py and
 tests/test_job_timeouts.py; the speed is measured by
 ``python -m pyqueue.bench.python_side``, not here."""
@@ -20,7 +21,7 @@ WAIT = 10.0  # seconds: far longer than any of these takes
 
 def test_slow_work_runs_on_every_thread_at_once() -> None:
     # Every item waits at a barrier for `size` of them: only all threads
-    # running at once get past it. Woken one by one, each wakes the next.
+    # running at once get past it.
     size = 6
     threads = HandlerThreads(size, "test-handler")
     barrier = threading.Barrier(size, timeout=WAIT)

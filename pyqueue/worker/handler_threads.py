@@ -1,14 +1,7 @@
 """The handler threads of a sync Worker: a fixed set of threads taking work
 from one queue. Cheaper per job than a ThreadPoolExecutor (no Future, one
 wake-up per batch rather than per job): a worker hands over a whole claimed
-batch at once, and a thread that finds work waiting takes it without a lock.
-
-A handoff wakes one idle thread; a thread that takes work and leaves more
-waiting wakes one more (while some sleep). Slow handlers so fill every
-thread within a few wake-ups, and quick ones are run by the few threads
-that are awake, which take job after job while the others sleep on:
-sixteen worker processes on two cores otherwise spend their time waking
-a hundred and sixty threads for a handful of jobs each."""
+batch at once, and a thread that finds work waiting takes it without a lock."""
 
 from __future__ import annotations
 
@@ -32,7 +25,6 @@ class HandlerThreads:
         self._closing = False
         self._name = name
         self._started = 0
-        self._idle = 0  # threads waiting in _next for work
         self._threads: list[threading.Thread] = []
         self._retired: set[int] = set()  # idents of threads left to a handler given up on
         for _ in range(size):
@@ -59,33 +51,21 @@ class HandlerThreads:
         with self._cond:
             before = len(self._work)
             self._work.extend(work)
-            if len(self._work) > before:
-                self._wake_one()  # it wakes the next if work is left (_next)
-
-    def _wake_one(self) -> None:
-        """Wake one idle thread, if any (the caller holds the lock). It is
-        counted out of the idle ones at once, so that a thread that takes
-        job after job meanwhile does not wake the others too."""
-        if self._idle:
-            self._idle -= 1
-            self._cond.notify()
+            added = len(self._work) - before
+            if added:
+                self._cond.notify(added)
 
     def _next(self) -> Work | None:
         try:
-            work = self._work.popleft()  # atomic: no lock needed while work waits
+            return self._work.popleft()  # atomic: no lock needed while work waits
         except IndexError:
-            with self._cond:
-                while not self._work:
-                    if self._closing:
-                        return None
-                    self._idle += 1  # counted out by whoever wakes it (_wake_one, shutdown)
-                    self._cond.wait()
-                work = self._work.popleft()
-        if self._work and self._idle:  # more is waiting and a thread sleeps: wake it
-            with self._cond:
-                if self._work:
-                    self._wake_one()
-        return work
+            pass
+        with self._cond:
+            while not self._work:
+                if self._closing:
+                    return None
+                self._cond.wait()
+            return self._work.popleft()
 
     def _run(self) -> None:
         me = threading.get_ident()
@@ -103,7 +83,6 @@ class HandlerThreads:
         still busy then (a hung handler: it is left to run, as a daemon)."""
         with self._cond:
             self._closing = True
-            self._idle = 0
             self._cond.notify_all()
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._threads:
