@@ -1,6 +1,6 @@
 -- jobq.enqueue(): one job per call, defaults, options, queue settings.
 BEGIN;
-SELECT plan(28);
+SELECT plan(31);
 
 CREATE TEMP TABLE t (name text PRIMARY KEY, id bigint);
 
@@ -72,6 +72,21 @@ SELECT lives_ok($$SELECT jobq.enqueue('small', '{"data": "0123456789"}')$$,
                 'a payload of exactly max_payload_bytes is accepted');
 SELECT throws_ok($$SELECT jobq.enqueue('small', '{"data": "0123456789x"}')$$, 'JQ003', NULL,
                  'a payload one byte over the queue cap is rejected with JQ003');
+SELECT is((SELECT count(*)::int FROM jobq._job WHERE queue = 'small'), 1,
+          'the rejected payload left no job (the one-statement path inserts nothing over the cap)');
+
+-- the one-statement path (no key, group, timeout, parents) and the general one store the same settings
+DO $$ BEGIN PERFORM jobq.configure_queue('same', max_attempts => 4, timeout => '40 seconds'); END $$;
+INSERT INTO t VALUES ('same_fast', jobq.enqueue('same', '{}', priority => 3));
+INSERT INTO t VALUES ('same_keyed', jobq.enqueue('same', '{}', priority => 3, job_key => 'k'));
+SELECT results_eq(
+    $$SELECT queue, payload, status, priority::int, attempts, max_attempts, timeout, run_at, parked
+      FROM jobq._job WHERE id = (SELECT id FROM t WHERE name = 'same_fast')$$,
+    $$SELECT queue, payload, status, priority::int, attempts, max_attempts, timeout, run_at, parked
+      FROM jobq._job WHERE id = (SELECT id FROM t WHERE name = 'same_keyed')$$,
+    'a job without a key gets the queue''s max_attempts and timeout as a keyed one does');
+SELECT is((SELECT max_attempts || ' ' || timeout FROM jobq._job WHERE id = (SELECT id FROM t WHERE name = 'same_fast')),
+          '4 00:00:40', 'the queue''s settings, not the defaults');
 SELECT lives_ok($$SELECT jobq.enqueue('big', jsonb_build_object('data', repeat('x', 1000000)))$$,
                 'a payload just under the 1 MiB default cap is accepted');
 

@@ -37,6 +37,7 @@ BEGIN
 END $$;
 SELECT set_eq($$SELECT fn::text FROM notifiers$$,
               ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean)',
+                    'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
                     'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
                     'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
                     'jobq._notify_cancelled(bigint[],uuid[])',
@@ -50,7 +51,7 @@ SELECT set_eq($$SELECT fn::text FROM notifiers$$,
                     'jobq.run_now(bigint)',
                     'jobq.resume(text)',
                     'jobq._settle_at_commit()'],
-              'exactly these functions notify (enqueue and enqueue_periodic through _insert_job; _settle wakes released jobs'' queues; fail and fail_held through _retry_or_bury; _finish and, for a job that finished before its watcher committed, _settle_at_commit send jobq_finished for watched jobs; _notify_cancelled sends jobq_cancel for cancelled running jobs, see running_jobs.sql)');
+              'exactly these functions notify (enqueue itself for a job without key, group, timeout or parents, and through _insert_job, as enqueue_periodic; _settle wakes released jobs'' queues; fail and fail_held through _retry_or_bury; _finish and, for a job that finished before its watcher committed, _settle_at_commit send jobq_finished for watched jobs; _notify_cancelled sends jobq_cancel for cancelled running jobs, see running_jobs.sql)');
 
 DO $$ BEGIN PERFORM jobq.enqueue('alpha', '{"secret": "do not broadcast"}'); END $$;
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls ORDER BY n$$,

@@ -3062,6 +3062,33 @@ BEGIN
     -- handler run. depends_on: the job waits until those jobs completed;
     -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
     -- (and its own dependents), 'run' runs it once all have finished.
+    IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
+       AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
+       AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
+       AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
+       AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
+                                 NULL, NULL) THEN
+        -- The common case (no key, group, timeout or parents) in one
+        -- statement: the queue's settings read in it, and no row when the
+        -- payload is over the queue's max_payload_bytes or some per-queue
+        -- produce grant matches the queue; then the general path below
+        -- raises the error, or checks the privilege and inserts. No key:
+        -- nothing to conflict with. (Each helper call saved is a function
+        -- call with pinned settings; a single-job enqueue pays them all.)
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout)
+        SELECT enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
+               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout
+        FROM jobq._queue_defaults AS d
+        LEFT JOIN jobq._queue AS q ON q.queue = enqueue.queue
+        WHERE pg_column_size(enqueue.payload) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
+          AND NOT EXISTS (SELECT FROM jobq._queue_grant AS g
+                          WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like)
+        RETURNING id INTO v_id;
+        IF v_id IS NOT NULL THEN
+            PERFORM pg_notify('jobq', enqueue.queue);
+            RETURN v_id;
+        END IF;
+    END IF;
     v_settings := jobq._settings(enqueue.queue);
     IF NOT (jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
                                   enqueue.job_key, enqueue.group_key)

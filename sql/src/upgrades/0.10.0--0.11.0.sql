@@ -14,6 +14,7 @@
 --   * new jobq.progress(id, lease_token, progress jsonb) (jobq_worker): a running job's progress in the new column
 --     jobq._job.progress (capped by max_payload_bytes, JQ003), shown by jobq.jobs (new last column progress) and
 --     returned by claim (jobq.job gets the attribute progress; jobq._claim and jobq._lock_ready return it)
+--   enqueue: a job without key, group, timeout or parents is inserted by one statement (issue 24)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.11.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.10.0 is installed.
@@ -44,6 +45,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.11.0');
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
+-- @replace-function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text)
 
 -- The lease token as text (issue 29): an untyped token now resolves to the uuid functions.
 DROP FUNCTION jobq.complete(bigint, text, jsonb);
