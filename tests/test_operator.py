@@ -233,8 +233,9 @@ def test_calls_without_the_new_options_work_on_jobq_0_3(old_dsn: str) -> None:
             ("nightly", "0 3 * * *", None, None)
         [job] = pyqueue.claim(conn, "q")
         assert job.id == job_id and job.complete()
-        with pytest.raises(psycopg.errors.UndefinedFunction):  # an option this version lacks
+        with pytest.raises(pyqueue.errors.JobqOutdated) as outdated:  # an option this version lacks
             pyqueue.enqueue(conn, "q", {}, timeout=5)
+        assert outdated.value.installed == "0.3.0" and "pyqueue upgrade" in str(outdated.value.hint)
 
 
 # --- the command line ----------------------------------------------------------------
