@@ -67,26 +67,31 @@ def pytest_runtest_makereport(
 
 
 # The longest tests, and the groups pytest-xdist runs on one process (their
-# modules' xdist_group marks), longest first: each is prefix of node ids. A
+# modules' xdist_group marks), longest first: each is a prefix of node ids. A
 # parallel run hands tests out in collection order, so these start first and
 # none is left running alone at the end (`make test`'s wall time). Measured
-# with --durations; tests/test_layout.py keeps every prefix matching a test.
+# with --durations on a quiet machine (2026-11-27, 4 workers);
+# tests/test_run_order.py keeps every entry naming a test.
 LONG_FIRST = (
-    "tests/test_faults.py::test_workers_sigkilled_at_random_moments_lose_no_job",
+    "tests/test_docs.py::test_every_block_of_the_document_runs[docs/performance.md]",
+    "tests/test_worker.py::test_recovers_after_the_database_refused_connections",
     "tests/test_examples.py::test_psql_workers_finish_each_job_exactly_once",
     "tests/test_dashboard_browser.py::",
-    "tests/test_failover.py::",
-    "tests/test_docs.py::test_every_block_of_the_document_runs[docs/python.md]",
-    "tests/test_workflow_concurrency.py::test_diamond_graph_with_failures_and_a_killed_worker",
-    "tests/test_docs.py::test_every_block_of_the_document_runs[docs/performance.md]",
+    "tests/test_periodic.py::test_pg_cron_runs_the_periodic_job",
     "tests/test_dashboard_browser_security.py::",
-    "tests/test_dashboard_http_security.py::test_off_loopback_without_authentication_it_refuses_to_start",
-    "tests/test_workflow_concurrency.py::test_batch_of_members_has_one_callback",
-    "tests/test_archive_partitions.py::test_the_upgrade_converts_the_archived_rows",
-    "tests/test_operator.py::test_cli_cancel_one_job_with_id_and_refusals",
-    "tests/test_cli.py::test_a_worker_runs_a_handler_function_and_exits_0_on_sigterm",
+    "tests/test_docs.py::test_every_block_of_the_document_runs[docs/python.md]",
+    "tests/test_bench_programs.py::test_a_bench_program_stopped_by_sigterm_stops_what_it_started",
+    "tests/test_failover.py::",
+    "tests/test_faults.py::test_workers_sigkilled_at_random_moments_lose_no_job",
     "tests/test_docs.py::test_every_block_of_the_document_runs[docs/cli.md]",
-    "tests/test_worker_processes.py::test_many_worker_processes_run_every_job_exactly_once",
+    "tests/test_pooler_fleet.py::test_idle_polling_workers_stretch_their_interval",
+    "tests/test_bench_programs.py::test_the_queue_grants_benchmark_measures_every_workload_on_every_configuration",
+    "tests/test_cli.py::test_help_lists_every_command",
+    "tests/test_workflow_concurrency.py::test_diamond_graph_with_failures_and_a_killed_worker",
+    "tests/test_dashboard_http_security.py::test_off_loopback_without_authentication_it_refuses_to_start",
+    "tests/test_bench_programs.py::test_the_cold_start_benchmark_stopped_by_sigterm_stops_what_it_started",
+    "tests/test_operator.py::test_cli_cancel_one_job_with_id_and_refusals",
+    "tests/test_docs.py::test_every_block_of_the_document_runs[docs/tutorial.md]",
     "tests/test_plans.py::",
     "tests/test_bad_input.py::",
     "tests/test_dashboard_bench.py::",
