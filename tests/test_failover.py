@@ -274,10 +274,12 @@ def test_the_docs_read_replica_blocks_run_on_a_streaming_standby(spare: list[Clu
             conn.execute("CREATE ROLE viewer LOGIN IN ROLE jobq_viewer")
             job = pyqueue.enqueue(conn, "emails", {"to": "a@example.com"})
         standby_app = both.standby.dsn.replace(f"dbname={both.standby.database}", "dbname=app")
+        # The commits waited for the standby to receive them (synchronous_commit on),
+        # not to apply them: wait for the replay, then the job must be there.
+        wait_until(lambda: replayed(both), "the standby replaying all it received", timeout=30)
         with psycopg.connect(standby_app, autocommit=True) as standby:
             assert standby.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
-            wait_until(lambda: standby.execute("SELECT count(*) FROM jobq.jobs WHERE id = %s",
-                                               (job,)).fetchone() == (1,), "the job on the standby")
+            assert standby.execute("SELECT count(*) FROM jobq.jobs WHERE id = %s", (job,)).fetchone() == (1,)
         for block in STANDBY_BLOCKS:
             assert block.kind == "sh", block.where
             script = tmp_path / f"block_{block.line}.sh"
