@@ -213,7 +213,7 @@ SELECT isnt_definer('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'sche
 SELECT isnt_definer('jobq', '_finish', ARRAY['bigint[]', 'uuid[]', 'text', 'text', 'boolean', 'jsonb[]', 'bigint'], 'private _finish() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_lock_ready', ARRAY['text', 'integer'], 'private _lock_ready() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', '_fold_counters', ARRAY[]::text[], 'private _fold_counters() is not SECURITY DEFINER');
-SELECT isnt_definer('jobq', '_pick', ARRAY['text[]', 'integer', 'interval', 'timestamp with time zone'], 'private _pick() is not SECURITY DEFINER');
+SELECT isnt_definer('jobq', '_pick', ARRAY['text[]', 'integer', 'interval'], 'private _pick() is not SECURITY DEFINER');
 SELECT isnt_definer('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer', 'text'],
                     'every() is not SECURITY DEFINER (its pg_cron job runs as the caller)');
 SELECT isnt_definer('jobq', 'unschedule', ARRAY['text'], 'unschedule() is not SECURITY DEFINER (pg_cron checks the caller owns the job)');
@@ -353,8 +353,8 @@ SELECT set_eq(
           'jobq.take(text,bigint)',
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
-          'jobq._pick(text[],integer,interval,timestamp with time zone)',
-          'jobq._queue_slots(text,integer,timestamp with time zone)',
+          'jobq._pick(text[],integer,interval)',
+          'jobq._queue_slots(text,integer)',
           'jobq._pick_candidates(text[],integer[],interval[],integer)',
           'jobq._group_heads_only(bigint[],interval[],text[])',
           'jobq._lock_ready(text,integer)',
@@ -384,8 +384,8 @@ SELECT set_eq(
           'jobq.take(text,bigint)',
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
-          'jobq._pick(text[],integer,interval,timestamp with time zone)',
-          'jobq._queue_slots(text,integer,timestamp with time zone)',
+          'jobq._pick(text[],integer,interval)',
+          'jobq._queue_slots(text,integer)',
           'jobq._pick_candidates(text[],integer[],interval[],integer)',
           'jobq._group_heads_only(bigint[],interval[],text[])',
           'jobq._lock_ready(text,integer)',
@@ -410,8 +410,8 @@ SELECT set_eq(
     ARRAY['jobq._claim(text[],integer,text,interval)',
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
-          'jobq._pick(text[],integer,interval,timestamp with time zone)',
-          'jobq._queue_slots(text,integer,timestamp with time zone)',
+          'jobq._pick(text[],integer,interval)',
+          'jobq._queue_slots(text,integer)',
           'jobq._pick_candidates(text[],integer[],interval[],integer)',
           'jobq._group_heads_only(bigint[],interval[],text[])',
           'jobq._lock_ready(text,integer)',

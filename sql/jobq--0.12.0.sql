@@ -2464,8 +2464,9 @@ $$;
 COMMENT ON FUNCTION jobq._crowded_queues(text[], timestamptz) IS
     'The plain queues whose claim index starts with a lease older than 50 ms (and than the transaction): their claims park.';
 
-CREATE FUNCTION jobq._queue_slots(p_queue text, p_n integer, p_now timestamptz,
-                                  OUT slots integer, OUT lease interval, OUT rated boolean)
+CREATE FUNCTION jobq._queue_slots(p_queue text, p_n integer,
+                                  OUT slots integer, OUT lease interval, OUT rated boolean,
+                                  OUT counted_at timestamptz)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -2477,8 +2478,13 @@ DECLARE
     v_settings jobq._queue := jobq._settings(p_queue);
 BEGIN
     -- How many of p_n jobs jobq._pick may start now in queue p_queue
-    -- (slots), under which lease setting, and whether the queue is rate
-    -- limited (rated: the caller records the starts at p_now). None when
+    -- (slots), under which lease setting, whether the queue is rate limited
+    -- (rated: the caller records the starts), and the time they start at
+    -- (counted_at: the clock read after the queue's lock, so that a claim
+    -- counts and records its starts at a time no earlier than any start a
+    -- claim before it recorded and no later than any after it; a time read
+    -- before the lock let a claim that stalled in between count a window
+    -- whose starts a newer claim had already deleted). None when
     -- paused, or when another claimer is counting this queue's slots: a
     -- limited queue's slots are counted under a row lock on its own
     -- jobq._queue row, taken with SKIP LOCKED (a busy queue yields no jobs,
@@ -2498,6 +2504,7 @@ BEGIN
             slots := 0;   -- another claimer is counting this queue's slots right now
         END IF;
     END IF;
+    counted_at := clock_timestamp();
     IF slots > 0 AND v_settings.concurrency IS NOT NULL THEN
         SELECT least(slots, v_settings.concurrency - count(*) - jobq._taken_in_transaction(p_queue))::integer
         INTO slots
@@ -2506,18 +2513,18 @@ BEGIN
     END IF;
     IF slots > 0 AND v_settings.rate_limit IS NOT NULL THEN
         DELETE FROM jobq._rate_start AS r
-        WHERE r.queue = p_queue AND r.started_at <= p_now - v_settings.rate_interval;
+        WHERE r.queue = p_queue AND r.started_at <= counted_at - v_settings.rate_interval;
         SELECT least(slots, v_settings.rate_limit - coalesce(sum(r.n), 0))::integer INTO slots
         FROM jobq._rate_start AS r
-        WHERE r.queue = p_queue AND r.started_at > p_now - v_settings.rate_interval;
+        WHERE r.queue = p_queue AND r.started_at > counted_at - v_settings.rate_interval;
     ELSE
         rated := false;
     END IF;
     slots := greatest(slots, 0);
 END
 $$;
-COMMENT ON FUNCTION jobq._queue_slots(text, integer, timestamptz) IS
-    'How many jobs jobq._pick may start now in a queue (pause, concurrency, rate limit), its lease, whether rate limited.';
+COMMENT ON FUNCTION jobq._queue_slots(text, integer) IS
+    'How many jobs jobq._pick may start now in a queue (pause, concurrency, rate limit), its lease, whether rate limited, and when they start.';
 
 CREATE FUNCTION jobq._group_heads_only(p_ids bigint[], p_leases interval[], p_queues text[],
                                        OUT ids bigint[], OUT leases interval[], OUT queues text[])
@@ -2609,8 +2616,8 @@ $$;
 COMMENT ON FUNCTION jobq._pick_candidates(text[], integer[], interval[], integer) IS
     'jobq._pick''s candidates: up to n ready jobs across queues within each queue''s slots, most urgent first, row-locked.';
 
-CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval, p_now timestamptz)
-RETURNS TABLE (id bigint, lease interval)
+CREATE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval)
+RETURNS TABLE (id bigint, lease interval, started_at timestamptz)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -2621,12 +2628,13 @@ AS $$
 DECLARE
     v_queue text;
     v_slots record;
-    v_now timestamptz := p_now;   -- the start time the rate limit counts (the claim's started_at)
     v_names text[] := '{}';
+    v_starts timestamptz[] := '{}';   -- per queue of v_names: when its jobs start (jobq._queue_slots)
     v_leases interval[] := '{}';
     v_allow integer[] := '{}';
     v_rated text[] := '{}';
     v_ids bigint[];
+    v_jobs_queues text[];   -- per job of v_ids: its queue
     v_grouped boolean;
 BEGIN
     -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
@@ -2641,41 +2649,46 @@ BEGIN
     -- (jobq._lock_group_head), so that no two members ever run at once. The
     -- jobs this path leases are parked, so the count of a queue's
     -- running jobs is an index scan (waiting jobs are parked too, and
-    -- skipped). Records the starts of rate-limited queues at p_now, which
-    -- the caller also stamps on the jobs as started_at. Plans pinned as
+    -- skipped). Returns each job's start time: its queue's, read after
+    -- that queue's lock, at which the starts of a rate-limited queue are
+    -- counted and recorded; the caller stamps it on the job (started_at),
+    -- so that the rate limit holds over the jobs' own start times. Plans pinned as
     -- jobq._claim's (no sort, no bitmap scan of the backlog).
     PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
     FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
                    ORDER BY u.name, u.ord LOOP
-        v_slots := jobq._queue_slots(p_queue => v_queue, p_n => p_n, p_now => v_now);
+        v_slots := jobq._queue_slots(p_queue => v_queue, p_n => p_n);
         IF v_slots.rated THEN
             v_rated := v_rated || v_queue;
         END IF;
         v_names := v_names || v_queue;
+        v_starts := v_starts || v_slots.counted_at;
         v_leases := v_leases || coalesce(p_lease, v_slots.lease);
         v_allow := v_allow || v_slots.slots;
     END LOOP;
 
-    SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_names, v_grouped
+    SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_jobs_queues, v_grouped
     FROM jobq._pick_candidates(p_names => v_names, p_slots => v_allow, p_leases => v_leases, p_n => p_n) AS c;
 
     IF v_grouped THEN
-        SELECT g.ids, g.leases, g.queues INTO v_ids, v_leases, v_names
-        FROM jobq._group_heads_only(p_ids => v_ids, p_leases => v_leases, p_queues => v_names) AS g;
+        SELECT g.ids, g.leases, g.queues INTO v_ids, v_leases, v_jobs_queues
+        FROM jobq._group_heads_only(p_ids => v_ids, p_leases => v_leases, p_queues => v_jobs_queues) AS g;
     END IF;
 
     IF cardinality(v_rated) > 0 THEN
         INSERT INTO jobq._rate_start (queue, started_at, n)
-        SELECT r.queue, v_now, count(*)
-        FROM unnest(v_names) AS r(queue)
+        SELECT r.queue, v_starts[array_position(v_names, r.queue)], count(*)
+        FROM unnest(v_jobs_queues) AS r(queue)
         WHERE r.queue = ANY (v_rated)
         GROUP BY r.queue;
     END IF;
 
-    RETURN QUERY SELECT u.id, u.lease FROM unnest(v_ids, v_leases) AS u(id, lease);
+    RETURN QUERY
+    SELECT u.id, u.lease, v_starts[array_position(v_names, u.queue)]
+    FROM unnest(v_ids, v_leases, v_jobs_queues) AS u(id, lease, queue);
 END
 $$;
-COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
+COMMENT ON FUNCTION jobq._pick(text[], integer, interval) IS
     'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
 
 CREATE FUNCTION jobq._lock_group_head(p_queue text, p_group_key text, p_id bigint) RETURNS boolean
@@ -3310,6 +3323,7 @@ DECLARE
     v_leases interval[];
     v_parked boolean[];
     v_park text[];
+    v_starts timestamptz[];   -- jobq._pick's start times (NULL on the plain path: v_now)
     v_now timestamptz;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
@@ -3349,8 +3363,11 @@ BEGIN
         -- Limits, pause or serial groups: jobq._pick counts and locks. These
         -- leases are parked at once: limited queues count their running jobs
         -- by the parked index.
-        SELECT array_agg(p.id), array_agg(p.lease), array_agg(true) INTO v_ids, v_leases, v_parked
-        FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease, p_now => v_now) AS p;
+        -- jobq._pick also gives each job's start time (read after its
+        -- queue's lock: rate limits count it).
+        SELECT array_agg(p.id), array_agg(p.lease), array_agg(true), array_agg(p.started_at)
+        INTO v_ids, v_leases, v_parked, v_starts
+        FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease) AS p;
     END IF;
     RETURN QUERY
     WITH leased AS (
@@ -3359,10 +3376,10 @@ BEGIN
             parked = p.parked,
             attempts = j.attempts + 1,
             lease_token = gen_random_uuid(),
-            lease_expires_at = v_now + p.lease,
+            lease_expires_at = coalesce(p.started_at, v_now) + p.lease,
             worker = p_worker,
-            started_at = v_now
-        FROM unnest(v_ids, v_leases, v_parked) AS p(id, lease, parked)
+            started_at = coalesce(p.started_at, v_now)
+        FROM unnest(v_ids, v_leases, v_parked, v_starts) AS p(id, lease, parked, started_at)
         WHERE j.id = p.id
         RETURNING j.*
     )
@@ -3468,7 +3485,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED;
         RETURN;
     END IF;
-    SELECT array_agg(p.id) INTO v_ids FROM jobq._pick(ARRAY[p_queue], p_n, NULL, clock_timestamp()) AS p;
+    SELECT array_agg(p.id) INTO v_ids FROM jobq._pick(ARRAY[p_queue], p_n, NULL) AS p;
     IF cardinality(v_ids) > 0 THEN
         INSERT INTO jobq._taken (queue, n) VALUES (p_queue, cardinality(v_ids));
     END IF;

@@ -300,6 +300,57 @@ def test_rate_limit_holds_over_every_window(conn: Conn, dsn: str) -> None:
     assert len(starts) > 2 * rate, "the test ran for several windows"
 
 
+def test_rate_limit_holds_when_a_claim_stalls_before_the_queue_lock(conn: Conn, dsn: str) -> None:
+    # A claim that began before a newer claim deleted the window's old starts
+    # must not count that window without them. The stall is made real: the
+    # claim of ['a_side', 'rated'] counts 'a_side' (a concurrency-limited
+    # queue, whose count reads jobq._taken) before 'rated', and another
+    # session holds jobq._taken's ACCESS EXCLUSIVE lock, so it waits there.
+    # Meanwhile, one window later, a claim of 'rated' that finds its jobs
+    # row-locked starts none but deletes the first window's starts. Before
+    # jobq 0.12.0 the stalled claim then counted (and stamped started_at) at
+    # the time it began: it found the first window empty and started 5 more
+    # jobs in it.
+    rate, window = 5, timedelta(seconds=1)
+    conn.execute("SELECT jobq.configure_queue('rated', rate_limit => %s, rate_interval => %s, "
+                 "retention => interval '1 hour')", (rate, window))
+    conn.execute("SELECT jobq.configure_queue('a_side', concurrency => 1)")
+    enqueue_many(conn, "rated", 2 * rate)
+    assert len(conn.execute("SELECT id FROM jobq.claim('rated', %s)", (rate,)).fetchall()) == rate
+    first_start = db_now(conn)
+
+    with psycopg.connect(dsn) as locker, psycopg.connect(dsn) as blocker, \
+            psycopg.connect(dsn, autocommit=True) as stalled:
+        assert len(locker.execute("SELECT id FROM jobq._job WHERE queue = 'rated' AND status = 'ready' "
+                                  "FOR UPDATE").fetchall()) == rate
+        blocker.execute("LOCK TABLE jobq._taken IN ACCESS EXCLUSIVE MODE")
+        stalled_pid = scalar(stalled, "SELECT pg_backend_pid()")
+        took: list[int] = []
+        threads = Threads()
+        threads.start("stalled", lambda stop: took.extend(
+            r[0] for r in stalled.execute(
+                "SELECT id FROM jobq.claim(ARRAY['a_side', 'rated'], %s)", (rate,)).fetchall()))
+        waits = "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s"
+        wait_until(lambda: scalar(conn, waits, (stalled_pid,)) is True,
+                   "the stalled claim waits for jobq._taken")
+        wait_until(lambda: db_now(conn) > first_start + window + timedelta(milliseconds=100),
+                   "one window has passed")
+        assert conn.execute("SELECT id FROM jobq.claim('rated', %s)", (rate,)).fetchall() == [], \
+            "the newer claim finds every ready job row-locked"
+        newer_claim = db_now(conn)
+        locker.rollback()
+        blocker.rollback()
+        threads.join()
+
+    assert len(took) == rate, "the stalled claim goes on once the lock is gone, and the window is free"
+    starts = [r[0] for r in conn.execute(
+        "SELECT started_at FROM jobq.jobs WHERE queue = 'rated' AND started_at IS NOT NULL").fetchall()]
+    busiest, where = max_in_window(starts, window)
+    assert busiest <= rate, f"{busiest} jobs started in the 1-second window from {where} (rate_limit {rate})"
+    assert scalar(conn, "SELECT min(started_at) FROM jobq.jobs WHERE id = ANY (%s)", (took,)) > newer_claim, \
+        "the stalled claim's jobs start when it counted them, after the lock"
+
+
 # (d) a worker killed while holding a slot -----------------------------------------------------------
 
 def spawn_holder(dsn: str, mode: str, queue: str, *extra: str) -> tuple[subprocess.Popen[str], int]:

@@ -17,6 +17,7 @@ DECLARE
     v_leases interval[];
     v_parked boolean[];
     v_park text[];
+    v_starts timestamptz[];   -- jobq._pick's start times (NULL on the plain path: v_now)
     v_now timestamptz;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
@@ -56,8 +57,11 @@ BEGIN
         -- Limits, pause or serial groups: jobq._pick counts and locks. These
         -- leases are parked at once: limited queues count their running jobs
         -- by the parked index.
-        SELECT array_agg(p.id), array_agg(p.lease), array_agg(true) INTO v_ids, v_leases, v_parked
-        FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease, p_now => v_now) AS p;
+        -- jobq._pick also gives each job's start time (read after its
+        -- queue's lock: rate limits count it).
+        SELECT array_agg(p.id), array_agg(p.lease), array_agg(true), array_agg(p.started_at)
+        INTO v_ids, v_leases, v_parked, v_starts
+        FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease) AS p;
     END IF;
     RETURN QUERY
     WITH leased AS (
@@ -66,10 +70,10 @@ BEGIN
             parked = p.parked,
             attempts = j.attempts + 1,
             lease_token = gen_random_uuid(),
-            lease_expires_at = v_now + p.lease,
+            lease_expires_at = coalesce(p.started_at, v_now) + p.lease,
             worker = p_worker,
-            started_at = v_now
-        FROM unnest(v_ids, v_leases, v_parked) AS p(id, lease, parked)
+            started_at = coalesce(p.started_at, v_now)
+        FROM unnest(v_ids, v_leases, v_parked, v_starts) AS p(id, lease, parked, started_at)
         WHERE j.id = p.id
         RETURNING j.*
     )
@@ -175,7 +179,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED;
         RETURN;
     END IF;
-    SELECT array_agg(p.id) INTO v_ids FROM jobq._pick(ARRAY[p_queue], p_n, NULL, clock_timestamp()) AS p;
+    SELECT array_agg(p.id) INTO v_ids FROM jobq._pick(ARRAY[p_queue], p_n, NULL) AS p;
     IF cardinality(v_ids) > 0 THEN
         INSERT INTO jobq._taken (queue, n) VALUES (p_queue, cardinality(v_ids));
     END IF;

@@ -1,5 +1,8 @@
 -- jobq 0.11.0 → 0.12.0. One line per change:
---   (none yet)
+--   claim of a rate-limited queue (jobq._pick, jobq._queue_slots): the time its starts are counted,
+--     recorded and stamped as started_at is read after the queue's lock (it was read when the claim
+--     began), so a claim that stalls before the lock no longer counts a window whose starts a newer
+--     claim had deleted, and over-admits no more.
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -31,9 +34,19 @@ INSERT INTO jobq._migration (version) VALUES ('0.12.0');
 
 -- @replace-function jobq.version()
 
+-- The rate limit's clock after the queue's lock: new signatures (no p_now; the start time returned).
+DROP FUNCTION jobq._pick(text[], integer, interval, timestamptz);
+DROP FUNCTION jobq._queue_slots(text, integer, timestamptz);
+-- @function jobq._queue_slots(text, integer)
+-- @function jobq._pick(text[], integer, interval)
+-- @replace-function jobq._claim(text[], integer, text, interval)
+-- @replace-function jobq._lock_ready(text, integer)
+
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
