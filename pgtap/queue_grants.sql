@@ -6,7 +6,7 @@
 -- the caller is: the role set with SET ROLE, else the login. Real sessions
 -- and real SET ROLE from pgbouncer-like logins: tests/test_queue_privileges.py.
 BEGIN;
-SELECT plan(78);
+SELECT plan(81);
 
 SET LOCAL client_min_messages = warning;
 CREATE ROLE jobq_test_team NOLOGIN IN ROLE jobq_producer, jobq_worker;   -- rolled back with the test
@@ -144,6 +144,13 @@ SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_other', 'SELECT count(*) FR
                  'JQ020', NULL, 'so is a claim across queues that names it');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_other', 'SELECT count(*) FROM jobq.take(''pb.x'', 5)')$$, 'JQ020', NULL, 'take too');
 SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_other', 'SELECT count(*) FROM jobq.hold(''pb.x'', 5)')$$, 'JQ020', NULL, 'hold too');
+SELECT throws_ok($$SELECT pg_temp.as_role('jobq_test_other', 'SELECT jobq.next_run_at(ARRAY[''pb.free'', ''pb.x''])')$$,
+                 'JQ020', 'jobq: role jobq_test_other lacks the consume privilege on queue ''pb.x''',
+                 'next_run_at of pb.x too: only who may claim a queue learns when its next job is due');
+SELECT lives_ok($$SELECT pg_temp.as_role('jobq_test_other', 'SELECT jobq.next_run_at(ARRAY[''pb.free''])')$$,
+                'next_run_at of a queue without consume grants works for any worker');
+SELECT lives_ok($$SELECT pg_temp.as_role('jobq_test_member', 'SELECT jobq.next_run_at(ARRAY[''pb.x''])')$$,
+                'and of pb.x for a member of the team');
 SELECT id AS pbx FROM jobq._job WHERE queue = 'pb.x' \gset
 SELECT is(pg_temp.as_role('jobq_test_other', format('SELECT jobq.complete_held(ARRAY[%s]::bigint[])', :pbx)), '0',
           'complete_held leaves a job of pb.x alone for another role');

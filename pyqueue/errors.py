@@ -244,7 +244,7 @@ class UnknownJob(JobqError):
 class QueuePrivilegeDenied(JobqError, PermissionError):
     """JQ020: the caller lacks a per-queue privilege: the queue has grants of
     ``produce`` (enqueue, enqueue_many, enqueue_callback) or ``consume``
-    (claim, take, hold), and none of them is held by the calling role (the
+    (claim, take, hold, next_run_at), and none of them is held by the calling role (the
     role set with SET ROLE, else the login), directly or through a group
     role; nor is it a jobq_admin. Also a ``PermissionError``."""
 

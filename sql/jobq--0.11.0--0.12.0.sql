@@ -3,6 +3,8 @@
 --     recorded and stamped as started_at is read after the queue's lock (it was read when the claim
 --     began), so a claim that stalls before the lock no longer counts a window whose starts a newer
 --     claim had deleted, and over-admits no more.
+--   next_run_at: JQ020 for a queue with consume grants the caller lacks (as claim), so that only who may
+--     claim a queue learns when its next job falls due.
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -309,6 +311,56 @@ END
 $$;
 COMMENT ON FUNCTION jobq._lock_ready(text, integer) IS
     'Row-locks up to n ready jobs of a queue for in-transaction work (take, hold); limits and groups honoured.';
+CREATE OR REPLACE FUNCTION jobq.next_run_at(queues text[]) RETURNS timestamptz
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_next timestamptz;
+BEGIN
+    -- The earliest future run_at among the jobs of these queues scheduled
+    -- for later (retries in backoff, delayed jobs; NULL when none): how long
+    -- an idle worker may sleep before it claims again. A loose index scan over the
+    -- distinct priorities, one seek each, so it stays cheap at any size.
+    IF next_run_at.queues IS NULL OR cardinality(next_run_at.queues) NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'jobq: queues must be an array of 1 to 100 queue names'
+            USING ERRCODE = 'JQ001', HINT = 'Pass e.g. ARRAY[''emails''].';
+    END IF;
+    IF array_ndims(next_run_at.queues) > 1 THEN
+        RAISE EXCEPTION 'jobq: queues must be a one-dimensional array, got % dimensions %',
+                array_ndims(next_run_at.queues), array_dims(next_run_at.queues)
+            USING ERRCODE = 'JQ001', HINT = 'Pass a list of names, e.g. ARRAY[''emails''].';
+    END IF;
+    PERFORM jobq._check_queue(u.name, format('queues[%s]', array_lower(next_run_at.queues, 1) + u.ord - 1))
+    FROM unnest(next_run_at.queues) WITH ORDINALITY AS u(name, ord);
+    -- Only a role that may claim a queue learns when its next job falls due
+    -- (as claim: JQ020 for a queue with consume grants the caller lacks).
+    PERFORM jobq._check_queue_privilege(next_run_at.queues, 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(next_run_at.queues) AS q(name)
+                      WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
+    WITH RECURSIVE prio AS (
+        (SELECT j.queue, j.priority FROM jobq._job AS j
+         WHERE j.queue = ANY (next_run_at.queues) AND NOT j.parked AND j.status = 'ready'
+         ORDER BY j.queue, j.priority LIMIT 1)
+        UNION ALL
+        SELECT nxt.queue, nxt.priority
+        FROM prio AS p,
+             LATERAL (SELECT j.queue, j.priority FROM jobq._job AS j
+                      WHERE NOT j.parked AND j.status = 'ready' AND j.queue = ANY (next_run_at.queues)
+                        AND (j.queue, j.priority) > (p.queue, p.priority)
+                      ORDER BY j.queue, j.priority LIMIT 1) AS nxt
+    )
+    SELECT min(f.run_at) INTO v_next
+    FROM prio AS p,
+         LATERAL (SELECT j.run_at FROM jobq._job AS j
+                  WHERE j.queue = p.queue AND NOT j.parked AND j.status = 'ready' AND j.priority = p.priority
+                    AND j.run_at > now()
+                  ORDER BY j.run_at LIMIT 1) AS f;
+    RETURN v_next;
+END
+$$;
+COMMENT ON FUNCTION jobq.next_run_at(text[]) IS
+    'The next scheduled time in these queues: the earliest future run_at (a retry in backoff, a delayed job; NULL if none), when an idle worker should claim again.';
 
 ---------------------------------------------------------------------------
 -- privileges

@@ -127,6 +127,11 @@ BEGIN
     END IF;
     PERFORM jobq._check_queue(u.name, format('queues[%s]', array_lower(next_run_at.queues, 1) + u.ord - 1))
     FROM unnest(next_run_at.queues) WITH ORDINALITY AS u(name, ord);
+    -- Only a role that may claim a queue learns when its next job falls due
+    -- (as claim: JQ020 for a queue with consume grants the caller lacks).
+    PERFORM jobq._check_queue_privilege(next_run_at.queues, 'consume')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g, unnest(next_run_at.queues) AS q(name)
+                      WHERE g.privilege = 'consume' AND q.name LIKE g.queue_like);
     WITH RECURSIVE prio AS (
         (SELECT j.queue, j.priority FROM jobq._job AS j
          WHERE j.queue = ANY (next_run_at.queues) AND NOT j.parked AND j.status = 'ready'

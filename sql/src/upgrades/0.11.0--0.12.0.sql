@@ -3,6 +3,8 @@
 --     recorded and stamped as started_at is read after the queue's lock (it was read when the claim
 --     began), so a claim that stalls before the lock no longer counts a window whose starts a newer
 --     claim had deleted, and over-admits no more.
+--   next_run_at: JQ020 for a queue with consume grants the caller lacks (as claim), so that only who may
+--     claim a queue learns when its next job falls due.
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -41,6 +43,7 @@ DROP FUNCTION jobq._queue_slots(text, integer, timestamptz);
 -- @function jobq._pick(text[], integer, interval)
 -- @replace-function jobq._claim(text[], integer, text, interval)
 -- @replace-function jobq._lock_ready(text, integer)
+-- @replace-function jobq.next_run_at(text[])
 
 ---------------------------------------------------------------------------
 -- privileges
