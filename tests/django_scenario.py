@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         passed = run(args.python, server.dsn)
     for name in passed:
         print(f"ok: Django {version}: {name}")
-    print(f"django scenario: {len(passed)} passed, 0 failed")
+    print(f"django scenario on Django {version}: all {len(passed)} checks passed")
     return 0
 
 
