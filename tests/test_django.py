@@ -14,7 +14,7 @@ from tests import django_scenario
 
 def test_django_project_enqueues_in_its_transaction_and_the_worker_runs_the_tasks(dsn: str) -> None:
     passed = django_scenario.run(sys.executable, dsn)
-    assert len(passed) == 7, passed
+    assert len(passed) == 8, passed
 
 
 def test_worker_command_refuses_an_unknown_queue(dsn: str) -> None:
@@ -22,4 +22,4 @@ def test_worker_command_refuses_an_unknown_queue(dsn: str) -> None:
                           cwd=django_scenario.PROJECT, env={"DATABASE_URL": dsn, "PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
-    assert "--queue: nope not in TASKS['default']['QUEUES'] (emails, payments)" in done.stderr
+    assert "--queue: nope not in TASKS['default']['QUEUES'] (emails, expect, payments)" in done.stderr

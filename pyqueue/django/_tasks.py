@@ -32,6 +32,7 @@ TaskResult: Any = _base.TaskResult
 TaskResultStatus: Any = _base.TaskResultStatus
 InvalidTask: Any = getattr(_exceptions, "InvalidTask", None) or _exceptions.InvalidTaskError
 TaskResultDoesNotExist: Any = _exceptions.TaskResultDoesNotExist
+TaskResultMismatch: Any = _exceptions.TaskResultMismatch
 task_backends: Any = _root.task_backends
 task_enqueued: Any = _signals.task_enqueued
 task_started: Any = _signals.task_started

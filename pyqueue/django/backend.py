@@ -26,6 +26,7 @@ import pyqueue
 from pyqueue.django import _tasks as t
 from pyqueue.django.results import read_result
 
+CREATED_AT = "SELECT created_at FROM jobq.jobs WHERE id = %s"
 OPTIONS = frozenset({"DATABASE", "MAX_ATTEMPTS"})
 # Keys of Django's connection parameters that are psycopg settings, not libpq ones.
 NOT_CONNINFO = frozenset({"cursor_factory", "context", "prepare_threshold", "autocommit", "row_factory"})
@@ -66,8 +67,11 @@ class JobqBackend(t.BaseTaskBackend):  # type: ignore[misc]  # Django is untyped
             connection.connection, task.queue_name,
             {"task": task.module_path, "args": result.args, "kwargs": result.kwargs},
             run_at=run_after, priority=-task.priority, max_attempts=self.max_attempts)
+        with connection.cursor() as cursor:  # what get_result will read back: now() of the job's transaction
+            cursor.execute(CREATED_AT, [job_id])
+            (created_at,) = cursor.fetchone()
         object.__setattr__(result, "id", str(job_id))
-        object.__setattr__(result, "enqueued_at", timezone.now())
+        object.__setattr__(result, "enqueued_at", created_at)
         t.task_enqueued.send(type(self), task_result=result)
         return result
 

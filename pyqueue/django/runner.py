@@ -17,13 +17,14 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from psycopg.types.json import Jsonb
 
 import pyqueue
 from pyqueue.django import _tasks as t
 
 
 def run_task(job: pyqueue.Job) -> Any:
-    """Run the task of ``job``; its return value (None: no result)."""
+    """Run the task of ``job``; its return value, the job's result (JSON null for None)."""
     close_old_connections()
     try:
         return _run(job)
@@ -60,4 +61,7 @@ def _run(job: pyqueue.Job) -> Any:
     object.__setattr__(result, "finished_at", timezone.now())
     object.__setattr__(result, "_return_value", value)
     t.task_finished.send(type(backend), task_result=result)
-    return value
+    # JSON null, not "no result": a completed job with a result is kept for the
+    # queue's result_retention (1 day by default) even where retention is 0,
+    # so get_result() finds the tasks that returned None too.
+    return Jsonb(None) if value is None else value

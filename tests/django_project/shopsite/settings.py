@@ -33,12 +33,13 @@ DATABASES = {
 TASKS = {
     "default": {
         "BACKEND": "pyqueue.django.JobqBackend",
-        "QUEUES": ["emails", "payments"],
+        "QUEUES": ["emails", "payments", "expect"],
         "OPTIONS": {"MAX_ATTEMPTS": 2},
     },
 }
 LOGGING = {
     "version": 1,
+    "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "WARNING"},
 }
