@@ -8,7 +8,8 @@ PY`` starts its own server, as root too).
 Steps: ``migrate``; a view that writes an order and enqueues its receipt task
 in one atomic block, rolled back (no order, no job) and committed (one of
 each); a task that always fails, enqueued with a priority; ``manage.py
-jobq_worker`` runs both, and stops on SIGTERM with status 0; the receipt's
+jobq_worker`` runs both, closes each task's Django connection after it,
+and stops on SIGTERM with status 0; the receipt's
 result (its return value, and the write the task made), and the failed
 task's (FAILED after its two attempts, each with its traceback and
 exception class), read back with get_result, TaskResult.refresh() and
@@ -69,6 +70,14 @@ def wait_finished(conn: psycopg.Connection[Any], ids: list[int]) -> None:
                          f"{[pyqueue.status(conn, job_id) for job_id in ids]}")
 
 
+def wait_gone(conn: psycopg.Connection[Any], pid: int) -> None:
+    """Wait until the server has no backend ``pid`` (the client's close takes a moment to show)."""
+    deadline = time.monotonic() + 10.0
+    while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone() != (0,):
+        assert time.monotonic() < deadline, f"the task's connection (backend {pid}) is still open"
+        time.sleep(0.1)
+
+
 def run(python: str, dsn: str) -> list[str]:
     """Every step, asserted; the names of the checks that passed."""
     passed: list[str] = []
@@ -106,6 +115,11 @@ def run(python: str, dsn: str) -> list[str]:
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_finished(conn, [int(placed["result_id"]), int(charged["result_id"]), *expectation_ids])
+            # the worker still runs: Django's connection of the task's thread is closed all the same
+            pid = pyqueue.result(conn, int(expectations["ids"]["connection_pid"]))
+            assert isinstance(pid, int) and worker.poll() is None, (pid, worker.poll())
+            wait_gone(conn, pid)
+            passed.append("the worker closes a task's Django connection after it (CONN_MAX_AGE 0)")
         finally:
             worker.send_signal(signal.SIGTERM)
             out, err = worker.communicate(timeout=STEP_TIMEOUT)

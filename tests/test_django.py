@@ -14,7 +14,7 @@ from tests import django_scenario
 
 def test_django_project_enqueues_in_its_transaction_and_the_worker_runs_the_tasks(dsn: str) -> None:
     passed = django_scenario.run(sys.executable, dsn)
-    assert len(passed) == 8, passed
+    assert len(passed) == 9, passed
 
 
 def test_worker_command_refuses_an_unknown_queue(dsn: str) -> None:

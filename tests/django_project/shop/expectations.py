@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
+
 from pyqueue.django._tasks import task_decorator as task
 
 
@@ -53,3 +55,11 @@ def own_id(context: Any) -> str:
 @task(queue_name="expect", takes_context=True)  # type: ignore[untyped-decorator]
 def attempt(context: Any, *args: Any) -> int:
     return int(context.attempt)
+
+
+@task(queue_name="expect")  # type: ignore[untyped-decorator]
+def connection_pid() -> int:
+    """The server pid of this task's Django connection (the worker must close it afterwards)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])

@@ -138,7 +138,7 @@ def before_running() -> tuple[dict[str, str], dict[str, str]]:
     ids["noop"] = e.noop.enqueue(1, two=3).id
     ids["noop_async"] = e.noop_async.enqueue(1, two=3).id
     for name in ["meaning", "fails_value_error", "fails_system_exit", "fails_nested", "returns_a_datetime",
-                 "own_id", "attempt"]:
+                 "own_id", "attempt", "connection_pid"]:
         ids[name] = getattr(e, name).enqueue().id
     return outcome, ids
 
