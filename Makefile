@@ -70,19 +70,24 @@ XDIST   = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loa
 PYTEST_PARALLEL = $(PYTEST) $(XDIST) -m 'not alone' $(PYTEST_ARGS)
 PYTEST_ALONE    = $(PYTEST) -m alone $(PYTEST_ARGS) || test $$? -eq 5
 
-# `make test`: the linters (tools/lint.sh) and pgTAP (tests/run_pgtap.sh) run
-# beside pytest, their reports printed after pytest's; all three must pass.
+# `make test`: the linters (tools/lint.sh), pgTAP (tests/run_pgtap.sh) and the
+# Django 6 scenario (tools/django6.sh, as root: its Python is root's) run
+# beside pytest, their reports printed after pytest's; all four must pass.
 # (No $(MAKE) here: `make -n test` must only print, and tests/test_make.py runs it.)
 test: deps venv install examples-deps
 	@lintlog=$$(mktemp /tmp/jobq-lint-log.XXXXXX); pgtaplog=$$(mktemp /tmp/jobq-pgtap-log.XXXXXX); \
+	djangolog=$$(mktemp /tmp/jobq-django6-log.XXXXXX); \
 	tools/lint.sh $(VENV) >$$lintlog 2>&1 & lint=$$!; \
 	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY) >$$pgtaplog 2>&1 & pgtap=$$!; \
+	tools/django6.sh $(VENV) >$$djangolog 2>&1 & django6=$$!; \
 	$(PYTEST_PARALLEL); pytest_status=$$?; \
 	$(PYTEST_ALONE) || pytest_status=1; \
+	wait $$django6; django6_status=$$?; cat $$djangolog; rm -f $$djangolog; \
 	wait $$lint; lint_status=$$?; cat $$lintlog; rm -f $$lintlog; \
 	wait $$pgtap; pgtap_status=$$?; cat $$pgtaplog; rm -f $$pgtaplog; \
-	echo "make test: lint exit $$lint_status, pytest exit $$pytest_status, pgTAP exit $$pgtap_status"; \
-	[ $$lint_status -eq 0 ] && [ $$pytest_status -eq 0 ] && [ $$pgtap_status -eq 0 ]
+	echo "make test: lint exit $$lint_status, pytest exit $$pytest_status, pgTAP exit $$pgtap_status," \
+	     "Django 6 exit $$django6_status"; \
+	[ $$lint_status -eq 0 ] && [ $$pytest_status -eq 0 ] && [ $$pgtap_status -eq 0 ] && [ $$django6_status -eq 0 ]
 
 test-pgtap:
 	$(AS_SERVER_USER) tests/run_pgtap.sh $(PY)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 from uuid import UUID
 
 import psycopg
@@ -21,6 +21,7 @@ from pyqueue import _statements as s
 from pyqueue import _workflow_statements as w
 from pyqueue._db import Claimed, arun, undecodable
 from pyqueue._grant_statements import QueueGrant
+from pyqueue._sqlalchemy import AsyncConnectable, anative
 from pyqueue._statements import QueueStats, Schedule
 from pyqueue.defaults import REAP_BATCH
 from pyqueue.job import AsyncJob, TakenJob
@@ -28,7 +29,8 @@ from pyqueue.waiting import async_wait as wait
 from pyqueue.workflows import async_chain as chain
 from pyqueue.workflows import async_group as group
 
-AsyncConnection = psycopg.AsyncConnection[Any]
+# A psycopg connection, or a SQLAlchemy AsyncSession or AsyncConnection on it (pyqueue._sqlalchemy).
+AsyncConnection: TypeAlias = AsyncConnectable
 
 __all__ = [
     "cancel", "cancel_jobs", "chain", "claim", "complete", "complete_many", "configure_queue", "discard_dead",
@@ -41,9 +43,11 @@ __all__ = [
 async def _jobs(conn: AsyncConnection, claimed: Claimed) -> list[AsyncJob]:
     """The claimed rows as jobs whose methods use ``conn``; a job whose payload
     cannot be decoded is failed with that error and left out."""
+    connection = await anative(conn)
+
     @contextlib.asynccontextmanager
-    async def same_connection() -> AsyncIterator[AsyncConnection]:
-        yield conn
+    async def same_connection() -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        yield connection
 
     jobs = AsyncJob._from_claim(claimed, same_connection)
     for job in jobs:
@@ -424,5 +428,5 @@ async def take(conn: AsyncConnection, queue: str, n: int = 1) -> AsyncIterator[l
     a transaction on ``conn``, done on commit (normal exit), back untouched on
     rollback (exception)."""
     statement = s.take(queue, n)
-    async with conn.transaction():
+    async with (await anative(conn)).transaction():
         yield [TakenJob(*row) for row in await arun(conn, statement)]

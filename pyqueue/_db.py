@@ -17,6 +17,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.string import TextLoader
 
+from pyqueue._sqlalchemy import AsyncConnectable, Connectable, anative, native
 from pyqueue.errors import JobqNotInstalled, JobqOutdated, missing_jobq, translate_errors
 
 Connection = psycopg.Connection[Any]
@@ -40,8 +41,10 @@ class Statement(Generic[T]):
     result: Callable[[Any], T]
 
 
-def run(conn: Connection, statement: Statement[T]) -> T:
-    """Send ``statement`` on ``conn`` (jobq's errors raised typed); its result."""
+def run(given: Connectable, statement: Statement[T]) -> T:
+    """Send ``statement`` on ``given`` (psycopg, or SQLAlchemy's: pyqueue._sqlalchemy)
+    (jobq's errors raised typed); its result."""
+    conn = native(given)
     try:
         with translate_errors():
             answer = READ[statement.read](conn, statement.sql, statement.params)
@@ -59,8 +62,9 @@ def run(conn: Connection, statement: Statement[T]) -> T:
     return statement.result(answer)
 
 
-async def arun(conn: AsyncConnection, statement: Statement[T]) -> T:
+async def arun(given: AsyncConnectable, statement: Statement[T]) -> T:
     """The asyncio twin of :func:`run`."""
+    conn = await anative(given)
     try:
         with translate_errors():
             answer = await AREAD[statement.read](conn, statement.sql, statement.params)

@@ -19,23 +19,23 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 from uuid import UUID
-
-import psycopg
 
 from pyqueue import _grant_statements as g
 from pyqueue import _statements as s
 from pyqueue import _workflow_statements as w
 from pyqueue._db import Claimed, run, undecodable
 from pyqueue._grant_statements import QueueGrant
+from pyqueue._sqlalchemy import Connectable, native
 from pyqueue._statements import QueueStats, Schedule
 from pyqueue.defaults import REAP_BATCH
 from pyqueue.job import Job, TakenJob
 from pyqueue.waiting import wait
 from pyqueue.workflows import Group, Step, chain, group
 
-Connection = psycopg.Connection[Any]
+# A psycopg connection, or a SQLAlchemy Session or Connection on it (pyqueue._sqlalchemy).
+Connection: TypeAlias = Connectable
 
 # The calls (pyqueue.aio has the same names, its twins) and the result types.
 __all__ = [
@@ -50,7 +50,8 @@ __all__ = [
 def _jobs(conn: Connection, claimed: Claimed) -> list[Job]:
     """The claimed rows as jobs whose methods use ``conn``; a job whose payload
     cannot be decoded is failed with that error and left out."""
-    jobs = Job._from_claim(claimed, lambda: contextlib.nullcontext(conn))
+    connection = native(conn)
+    jobs = Job._from_claim(claimed, lambda: contextlib.nullcontext(connection))
     for job in jobs:
         if (error := undecodable(job.payload)) is not None:
             job.fail(error)
@@ -436,5 +437,5 @@ def take(conn: Connection, queue: str, n: int = 1) -> Iterator[list[TakenJob]]:
                              (job.payload["cents"], job.payload["account"]))
     """
     statement = s.take(queue, n)
-    with conn.transaction():
+    with native(conn).transaction():
         yield [TakenJob(*row) for row in run(conn, statement)]

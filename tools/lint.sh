@@ -9,6 +9,8 @@ set -euo pipefail
 venv=${1:-.venv}
 "$venv/bin/ruff" check pyqueue tests tools
 "$venv/bin/mypy"
+# the tests' Django project, from its own directory (its apps are top-level modules there)
+(venv_bin=$(cd "$venv/bin" && pwd); cd tests/django_project && "$venv_bin/mypy" --config-file ../../pyproject.toml --explicit-package-bases .)
 for f in sql/jobq--*.sql; do
     case $f in
         *--*--*) args=("-a" "$(echo "$f" | sed 's/--[0-9.]*\.sql$/.sql/')" "$f") ;;

@@ -1,0 +1,1 @@
+"""The jobq_worker command."""

@@ -1,0 +1,1 @@
+"""The shop's app: the Order model, its view and its tasks."""
