@@ -1,5 +1,6 @@
 -- jobq 0.11.0 → 0.12.0. One line per change:
---   (none yet)
+--   enqueue, enqueue_many: on_duplicate ('keep', the default; 'replace': debounce; 'replace_payload':
+--     throttle) for keyed jobs (issue 28 §3); new helpers _check_on_duplicate, _replace_job
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -31,9 +32,23 @@ INSERT INTO jobq._migration (version) VALUES ('0.12.0');
 
 -- @replace-function jobq.version()
 
+-- on_duplicate (issue 28): a new trailing parameter, so DROP and CREATE (and the GRANTs below).
+DROP FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text);
+DROP FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text);
+-- @function jobq._check_on_duplicate(text, boolean, text)
+-- @function jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean)
+-- @function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text)
+-- @function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+TO jobq_producer;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
