@@ -12,6 +12,7 @@ period. The transitions one by one are in pgtap/debounce.sql."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -23,6 +24,9 @@ from typing import Any
 import psycopg
 import pytest
 
+import pyqueue
+from pyqueue import _statements as statements
+from pyqueue import aio, errors
 from tests.chaos_support import scaled
 from tests.debounce_programs import TABLES_DDL
 from tests.worker_support import wait_until
@@ -182,3 +186,53 @@ def test_replace_racing_with_claims_loses_and_duplicates_nothing(conn: Conn, pro
     assert jobs < enqueues, "setup: some replaces changed a waiting job"
     time.sleep(0.1)
     assert scalar(conn, "SELECT count(*) FROM jobq._job") == 0
+
+
+def test_pyqueue_passes_on_duplicate_sync_and_async(conn: Conn, dsn: str) -> None:
+    first = pyqueue.enqueue(conn, "pyd", {"v": 1}, delay=60, key="k", on_duplicate="replace")
+    again = pyqueue.enqueue(conn, "pyd", {"v": 2}, delay=120, priority=3, key="k", on_duplicate="replace")
+    assert again == first
+    assert pyqueue.enqueue(conn, "pyd", {"v": 3}, delay=600, key="k", on_duplicate="replace_payload") == first
+    assert pyqueue.enqueue(conn, "pyd", {"v": 4}, key="k") == first  # keep, the default
+    row = conn.execute("SELECT payload, priority, run_at - now() < interval '130 seconds' FROM jobq._job "
+                       "WHERE id = %s", (first,)).fetchone()
+    assert row == ({"v": 3}, 3, True), "replace took payload, run_at, priority; replace_payload the payload"
+
+    async def twins() -> list[int]:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
+            one = await aio.enqueue(aconn, "pyd", {"v": 5}, key="k", on_duplicate="replace")
+            many = await aio.enqueue_many(aconn, "pyd", [{"v": 6}, {"v": 7}], keys=["k", "k2"],
+                                          on_duplicate="replace_payload")
+            return [one, *many]
+
+    ids = asyncio.run(twins())
+    assert ids[:2] == [first, first] and ids[2] != first
+    assert scalar(conn, "SELECT payload FROM jobq._job WHERE id = %s", (first,)) == {"v": 6}
+    # The default sends no on_duplicate (the same call works on a jobq before 0.12.0).
+    assert "on_duplicate" not in statements.enqueue("pyd", {}, key="k").sql
+    assert "on_duplicate" in statements.enqueue("pyd", {}, key="k", on_duplicate="replace").sql
+    # Bad values: the database's typed errors, nothing changed.
+    before = conn.execute("SELECT count(*), max(id) FROM jobq._job").fetchone()
+    with pytest.raises(errors.InvalidArgument, match="on_duplicate"):
+        pyqueue.enqueue(conn, "pyd", {}, key="k", on_duplicate="merge")
+    conn.rollback()
+    with pytest.raises(errors.InvalidJobKey, match="job_key"):
+        pyqueue.enqueue(conn, "pyd", {}, on_duplicate="replace")
+    conn.rollback()
+    with pytest.raises(errors.InvalidJobKey, match="job_keys"):
+        pyqueue.enqueue_many(conn, "pyd", [{}], on_duplicate="replace")
+    conn.rollback()
+    assert conn.execute("SELECT count(*), max(id) FROM jobq._job").fetchone() == before
+
+
+def test_the_cli_takes_on_duplicate(conn: Conn, dsn: str) -> None:
+    def cli(*args: str) -> int:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+        done = subprocess.run([sys.executable, "-m", "pyqueue", "enqueue", "--dsn", dsn, *args],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        return int(done.stdout)
+
+    first = cli("clid", '{"v": 1}', "--key", "k", "--delay", "30")
+    assert cli("clid", '{"v": 2}', "--key", "k", "--on-duplicate", "replace") == first
+    assert scalar(conn, "SELECT payload FROM jobq._job WHERE id = %s", (first,)) == {"v": 2}
