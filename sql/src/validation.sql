@@ -131,7 +131,8 @@ BEGIN
         RAISE EXCEPTION 'jobq: on_duplicate % needs % (it replaces the job holding that key)',
                 pg_catalog.quote_literal(p_on_duplicate), p_key_arg
             USING ERRCODE = 'JQ009',
-                  HINT = 'Pass a job key too, e.g. job_key => ''reindex:42'', on_duplicate => ''replace''.';
+                  HINT = 'Pass a job key too (job_keys, one per payload, for enqueue_many), e.g. '
+                         'job_key => ''reindex:42'', on_duplicate => ''replace''.';
     END IF;
 END
 $$;
