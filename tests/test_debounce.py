@@ -136,6 +136,7 @@ def assert_each_job_ran_once_with_its_last_payload(conn: Conn) -> None:
         "the last committed payload of all ran"
 
 
+@pytest.mark.alone  # one job per quiet period needs bursts shorter than the delay: not in parallel
 def test_debounce_runs_one_job_per_quiet_period_with_the_last_committed_payload(
     conn: Conn, programs: Programs
 ) -> None:
