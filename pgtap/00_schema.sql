@@ -82,8 +82,8 @@ SELECT set_eq(
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
     ARRAY[
         'jobq.version()',
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,text)',
         'jobq.claim(text,bigint,text,interval)',
         'jobq.claim(text[],bigint,text,interval)',
         'jobq.complete(bigint,uuid,jsonb)',
@@ -128,8 +128,8 @@ SELECT set_eq(
     'the public jobq functions are exactly the documented API');
 
 SELECT has_function('jobq', 'version', ARRAY[]::text[], 'jobq.version() exists');
-SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval, bigint[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure)');
-SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'jobq.enqueue_many(..., text[], text, interval, interval, bigint[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure)');
+SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval, bigint[], text, text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, on_duplicate)');
+SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'jobq.enqueue_many(..., text[], text, interval, interval, bigint[], text, text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, on_duplicate)');
 SELECT has_function('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq.claim(text, bigint, text, interval) exists');
 SELECT has_function('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'jobq.claim(text[], bigint, text, interval) exists');
 SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'jobq.complete(bigint, uuid, jsonb) exists (result)');
@@ -165,8 +165,8 @@ SELECT has_function('jobq', 'parent_results', ARRAY['bigint'], 'jobq.parent_resu
 SELECT has_function('jobq', 'watch', ARRAY['bigint'], 'jobq.watch(bigint) exists');
 
 SELECT function_returns('jobq', 'version', ARRAY[]::text[], 'text', 'version() returns text');
-SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'bigint', 'enqueue() returns bigint');
-SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
+SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'bigint', 'enqueue() returns bigint');
+SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
 SELECT function_returns('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'boolean', 'complete() returns boolean');
@@ -204,7 +204,7 @@ SELECT is((SELECT pg_catalog.pg_get_function_result('jobq.parent_results(bigint)
           'TABLE(parent_id bigint, result jsonb)', 'parent_results() returns TABLE (parent_id bigint, result jsonb)');
 
 -- SECURITY DEFINER exactly where intended -----------------------------------
-SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'], 'enqueue() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'enqueue() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
 SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'complete() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
@@ -234,8 +234,8 @@ SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
     ARRAY[
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,text)',
         'jobq.claim(text,bigint,text,interval)',
         'jobq.claim(text[],bigint,text,interval)',
         'jobq.complete(bigint,uuid,jsonb)',

@@ -5,7 +5,7 @@
 -- for the length of this rolled-back transaction, and the exact calls are
 -- counted.
 BEGIN;
-SELECT plan(61);
+SELECT plan(65);
 
 -- no trigger any more
 SELECT hasnt_trigger('jobq', '_job', '_900_notify_worker', 'jobq._job has no notify trigger (0.3.0)');
@@ -37,8 +37,9 @@ BEGIN
 END $$;
 SELECT set_eq($$SELECT fn::text FROM notifiers$$,
               ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean)',
-                    'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
-                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
+                    'jobq._replace_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean,boolean)',
+                    'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,text)',
+                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,text)',
                     'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
                     'jobq._notify_cancelled(bigint[],uuid[])',
                     'jobq._settle(bigint[])',
@@ -231,12 +232,29 @@ SELECT ok(jobq.fail_held((SELECT max(id) FROM hg), 'boom', now()), 'fail_held th
 SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'grph'::text)$$,
                   'fail_held wakes the job''s queue (a retry may be due)');
 
+-- on_duplicate 'replace' (jobq._replace_job): a ready or scheduled job, new or replaced, wakes its queue; a
+-- waiting one does not
+TRUNCATE jobq_spy.calls;
+SELECT jobq.enqueue('kappa', '{"v": 1}', now() + interval '1 minute', job_key => 'k', on_duplicate => 'replace') AS kj \gset
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'kappa'::text)$$,
+                  'replace that inserts wakes the queue once');
+TRUNCATE jobq_spy.calls;
+SELECT is(jobq.enqueue('kappa', '{"v": 2}', job_key => 'k', on_duplicate => 'replace'), :kj::bigint, 'replace the job');
+SELECT results_eq($$SELECT channel, payload FROM jobq_spy.calls$$, $$VALUES ('jobq'::text, 'kappa'::text)$$,
+                  'replace of a scheduled job (now due) wakes the queue once, without the payload');
+SELECT jobq.enqueue('kappa', '{}') AS kparent \gset
+TRUNCATE jobq_spy.calls;
+SELECT jobq.enqueue('kappa', '{}', job_key => 'kw', depends_on => ARRAY[:kparent]::bigint[],
+                    on_duplicate => 'replace') IS NOT NULL AS kw \gset
+SELECT jobq.enqueue('kappa', '{"v": 3}', job_key => 'kw', on_duplicate => 'replace') IS NOT NULL AS kw2 \gset
+SELECT is((SELECT count(*)::int FROM jobq_spy.calls), 0, 'a waiting job, inserted or replaced, wakes nobody');
+
 -- over the whole file: only channel jobq, only queue names, never a job payload
 SELECT cmp_ok((SELECT count(*)::int FROM jobq_spy.log), '>=', 10, 'the spy saw every notification of this file');
 SELECT is_empty($$SELECT channel, payload FROM jobq_spy.log
                   WHERE channel <> 'jobq'
                      OR payload NOT IN ('alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'theta', 'iota', 'plain', 'grp',
-                                        'lim', 'plainh', 'grph')$$,
+                                        'lim', 'plainh', 'grph', 'kappa')$$,
                 'every notification was on channel jobq with a queue name as payload, never a job payload');
 
 SELECT * FROM finish();

@@ -59,10 +59,12 @@ def retry_time(retry_at: datetime | None) -> datetime | None:
 
 def _enqueue_options(
     group_key: str | None, timeout: timedelta | float | None, unique_for: timedelta | float | None,
-    depends_on: Iterable[int] | None, on_parent_failure: str,
+    depends_on: Iterable[int] | None, on_parent_failure: str, *,
+    on_duplicate: str = "keep",
 ) -> tuple[str, dict[str, Any]]:
     """The named arguments of later jobq versions that were given, and their
-    values (on_parent_failure: when not the default, or with depends_on)."""
+    values (on_parent_failure: when not the default, or with depends_on;
+    on_duplicate: when not the default 'keep')."""
     given = {
         "group_key": check.text(group_key, "group_key", InvalidJobKey),
         "timeout": check.seconds(timeout, "timeout", InvalidInterval),
@@ -70,10 +72,24 @@ def _enqueue_options(
         "depends_on": check.job_ids(depends_on, "depends_on", InvalidDependency),
         "on_parent_failure": (check.text(on_parent_failure, "on_parent_failure", InvalidArgument)
                               if depends_on is not None or on_parent_failure != "cancel" else None),
+        "on_duplicate": _on_duplicate(on_duplicate),
     }
     given = {name: value for name, value in given.items() if value is not None}
     sql = "".join(f", {name} => %({name})s::{q.ENQUEUE_OPTION_TYPES[name]}" for name in given)
     return sql, given
+
+
+def _on_duplicate(value: str) -> str | None:
+    """on_duplicate to send: None for the default 'keep' (so that keyed jobs
+    enqueue on a jobq older than 0.12); the database checks the others."""
+    if value == "keep":
+        return None
+    if value is None:
+        raise check.refuse(InvalidArgument,
+                           "on_duplicate must be 'keep', 'replace' or 'replace_payload', got None",
+                           "'keep' (the default) returns the job holding the key; 'replace' gives it the new "
+                           "payload, run time and priority (debounce); 'replace_payload' only the payload.")
+    return check.text(value, "on_duplicate", InvalidArgument)
 
 
 def _job_options(priority: int, max_attempts: int | None) -> dict[str, Any]:
@@ -116,11 +132,13 @@ def enqueue_params(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    on_duplicate: str = "keep",
 ) -> tuple[str, dict[str, Any]]:
     """What enqueue and enqueue_many share: the statement (``template`` with
     the options of later jobq versions that were given) and the parameters
     but the payloads and keys."""
-    options, values = _enqueue_options(group_key, timeout, unique_for, depends_on, on_parent_failure)
+    options, values = _enqueue_options(group_key, timeout, unique_for, depends_on, on_parent_failure,
+                                       on_duplicate=on_duplicate)
     params = {
         "queue": check.text(queue, "queue", InvalidQueueName),
         **schedule_params(delay, run_at),

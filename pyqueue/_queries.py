@@ -27,10 +27,10 @@ _RUN_AT = "coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval, now())
 # Options of later jobq versions are passed by name, and only when given, so
 # that the same calls work on a database still at an older version:
 # group_key (jobq 0.2), timeout and unique_for (jobq 0.4), depends_on and
-# on_parent_failure (jobq 0.6).
+# on_parent_failure (jobq 0.6), on_duplicate (jobq 0.12).
 ENQUEUE_OPTION_TYPES = {
     "group_key": "text", "timeout": "interval", "unique_for": "interval",
-    "depends_on": "bigint[]", "on_parent_failure": "text",
+    "depends_on": "bigint[]", "on_parent_failure": "text", "on_duplicate": "text",
 }
 ENQUEUE_TEMPLATE = (
     "SELECT jobq.enqueue(%(queue)s::text, %(payload)s::jsonb, " + _RUN_AT + ", "

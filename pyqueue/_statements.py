@@ -111,6 +111,7 @@ def enqueue(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    on_duplicate: str = "keep",
 ) -> Statement[int]:
     """Add a job and return its id.
 
@@ -138,6 +139,14 @@ def enqueue(
     :class:`~pyqueue.InvalidDependency`. The job reads its parents' results
     with :func:`parent_results`. See :func:`chain` and :func:`group`.
 
+    ``on_duplicate`` (with ``key``; jobq 0.12) says what a duplicate does:
+    ``'keep'`` (the default) returns the job holding the key, unchanged;
+    ``'replace'`` gives that job, when it is waiting, ready or scheduled,
+    the new payload, run time and priority (debounce: each enqueue pushes
+    the run back); ``'replace_payload'`` only the payload (throttle: it
+    runs when first planned, with the latest payload). A running job is
+    never changed: it hands its key to a new job, whose id is returned.
+
     Arguments Python cannot send faithfully (NaN in the payload, NUL
     characters, integers beyond the SQL type, a negative delay...) raise the
     typed error the database would use, before anything is sent.
@@ -145,7 +154,7 @@ def enqueue(
     sql, params = a.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
                                   max_attempts=max_attempts, key=key, group_key=group_key,
                                   timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-                                  on_parent_failure=on_parent_failure)
+                                  on_parent_failure=on_parent_failure, on_duplicate=on_duplicate)
     return Statement(sql, params, "scalar", int)
 
 
@@ -163,6 +172,7 @@ def enqueue_many(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    on_duplicate: str = "keep",
 ) -> Statement[list[int]]:
     """Add one job per payload in one statement; their ids in payload order.
 
@@ -170,12 +180,13 @@ def enqueue_many(
     :func:`enqueue`; with ``group_key`` the jobs join that serial group in
     payload order; ``timeout`` and ``unique_for`` apply to every job, as for
     :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
-    job of the call waits for the same parents).
+    job of the call waits for the same parents), and ``on_duplicate`` (to
+    every job with a key; a key given twice in one call: the last wins).
     """
     sql, params = a.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
                                        max_attempts=max_attempts, keys=keys, group_key=group_key,
                                        timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-                                       on_parent_failure=on_parent_failure)
+                                       on_parent_failure=on_parent_failure, on_duplicate=on_duplicate)
     return Statement(sql, params, "tuples", _ids)
 
 

@@ -93,7 +93,8 @@ class InvalidArgument(JobqError, ValueError):
     """JQ017: an argument is NULL or not one of its allowed values: ``fail`` or
     ``fail_held`` with a NULL error, a ``cancel_jobs`` status, an ``every``
     runner, a ``payload_contains`` that is not a JSON object, an
-    ``on_parent_failure`` other than 'cancel' or 'run', a ``grant_queue``
+    ``on_parent_failure`` other than 'cancel' or 'run', an ``on_duplicate``
+    other than 'keep', 'replace' or 'replace_payload', a ``grant_queue``
     privilege other than 'produce', 'consume' or 'read'.
 
     Also the base of every error about a bad argument (JQ001-JQ012, JQ016, JQ018, JQ021),
@@ -167,7 +168,8 @@ class InvalidInterval(InvalidArgument):
 class InvalidJobKey(InvalidArgument):
     """JQ009: a job_key or group_key is empty or over 512 characters; ``job_keys``
     and ``payloads`` differ in length, or ``job_keys`` has more than one
-    dimension; or ``unique_for`` comes without a key."""
+    dimension; or ``unique_for`` or an ``on_duplicate`` other than 'keep'
+    comes without a key."""
 
     SQLSTATE = "JQ009"
 

@@ -5,6 +5,8 @@
 --     claim had deleted, and over-admits no more.
 --   next_run_at: JQ020 for a queue with consume grants the caller lacks (as claim), so that only who may
 --     claim a queue learns when its next job falls due.
+--   enqueue, enqueue_many: on_duplicate ('keep', the default; 'replace': debounce; 'replace_payload':
+--     throttle) for keyed jobs (issue 28 §3); new helpers _check_on_duplicate, _replace_job
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -361,12 +363,358 @@ END
 $$;
 COMMENT ON FUNCTION jobq.next_run_at(text[]) IS
     'The next scheduled time in these queues: the earliest future run_at (a retry in backoff, a delayed job; NULL if none), when an idle worker should claim again.';
+-- on_duplicate (issue 28): a new trailing parameter, so DROP and CREATE (and the GRANTs below).
+DROP FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text);
+DROP FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text);
+CREATE FUNCTION jobq._check_on_duplicate(p_on_duplicate text, p_keyed boolean, p_key_arg text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise JQ017 unless p_on_duplicate is 'keep', 'replace' or
+    -- 'replace_payload', JQ009 when it is not 'keep' and comes without a job
+    -- key (p_keyed false: p_key_arg names the missing argument).
+    IF p_on_duplicate IS NULL OR p_on_duplicate NOT IN ('keep', 'replace', 'replace_payload') THEN
+        RAISE EXCEPTION 'jobq: on_duplicate must be ''keep'', ''replace'' or ''replace_payload'', got %',
+                coalesce(pg_catalog.quote_literal(pg_catalog.left(p_on_duplicate, 100)), 'NULL')
+            USING ERRCODE = 'JQ017',
+                  HINT = '''keep'' (the default) returns the job holding the key; ''replace'' gives it the new '
+                         'payload, run_at and priority (debounce); ''replace_payload'' only the payload (throttle).';
+    END IF;
+    IF p_on_duplicate <> 'keep' AND NOT p_keyed THEN
+        RAISE EXCEPTION 'jobq: on_duplicate % needs % (it replaces the job holding that key)',
+                pg_catalog.quote_literal(p_on_duplicate), p_key_arg
+            USING ERRCODE = 'JQ009',
+                  HINT = 'Pass a job key too (job_keys, one per payload, for enqueue_many), e.g. '
+                         'job_key => ''reindex:42'', on_duplicate => ''replace''.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_on_duplicate(text, boolean, text) IS
+    'Raises JQ017 for an on_duplicate other than keep, replace or replace_payload, JQ009 for replace without a job key.';
+CREATE FUNCTION jobq._replace_job(
+    p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
+    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean,
+    p_payload_only boolean
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id bigint;
+    v_status text;
+BEGIN
+    -- Enqueue with on_duplicate 'replace' (p_payload_only false) or
+    -- 'replace_payload' (true) and a validated job_key: the waiting, ready
+    -- or scheduled job holding the key takes the new payload (and, with
+    -- 'replace', run_at and priority; its id, attempts, max_attempts,
+    -- group_key, timeout and parents stay); else a new job is inserted as
+    -- jobq._insert_job does. A running holder is never changed but for one
+    -- thing: it hands the key over (its job_key becomes NULL), so that the
+    -- new job can hold it. With p_unique_for and no live holder, a job of
+    -- the key completed within p_unique_for is returned and nothing changes.
+    -- The INSERT ... ON CONFLICT locks the holder, so a claim racing with it
+    -- either leases the job first (then the key moves to a new job) or sees
+    -- the replaced row (it skips the locked one until this commits).
+    IF p_unique_for IS NOT NULL
+       AND NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key) THEN
+        SELECT k.job_id INTO v_id FROM jobq._key_done AS k
+        WHERE k.queue = p_queue AND k.job_key = p_job_key AND k.finished_at > clock_timestamp() - p_unique_for;
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END IF;
+    FOR i IN 1..10 LOOP
+        INSERT INTO jobq._job AS j (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
+                                    status, parked, has_parents)
+        VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
+                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting)
+        ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO UPDATE
+            SET payload = excluded.payload,
+                run_at = CASE WHEN p_payload_only THEN j.run_at ELSE excluded.run_at END,
+                priority = CASE WHEN p_payload_only THEN j.priority ELSE excluded.priority END
+            WHERE j.status <> 'running'
+        RETURNING j.id, j.status INTO v_id, v_status;
+        IF v_id IS NOT NULL THEN
+            IF v_status = 'ready' THEN
+                PERFORM pg_notify('jobq', p_queue);
+            END IF;
+            RETURN v_id;
+        END IF;
+        -- The holder is running: it lets go of the key, and the next turn inserts.
+        UPDATE jobq._job AS j SET job_key = NULL
+        WHERE j.queue = p_queue AND j.job_key = p_job_key AND j.status = 'running';
+    END LOOP;
+    RAISE EXCEPTION 'jobq: job_key % kept changing hands while enqueueing', pg_catalog.quote_literal(p_job_key)
+        USING ERRCODE = '40001', HINT = 'Retry the transaction.';
+END
+$$;
+COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean) IS
+    'Enqueue with on_duplicate replace/replace_payload: updates the waiting, ready or scheduled job holding the key, else inserts (a running holder hands the key over).';
+CREATE FUNCTION jobq.enqueue(
+    queue text,
+    payload jsonb,
+    run_at timestamptz DEFAULT pg_catalog.now(),
+    priority integer DEFAULT 0,
+    max_attempts integer DEFAULT NULL,
+    job_key text DEFAULT NULL,
+    group_key text DEFAULT NULL,
+    timeout interval DEFAULT NULL,
+    unique_for interval DEFAULT NULL,
+    depends_on bigint[] DEFAULT NULL,
+    on_parent_failure text DEFAULT 'cancel',
+    on_duplicate text DEFAULT 'keep'
+) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_settings jobq._queue;
+    v_id bigint;
+BEGIN
+    -- Add one job in the caller's transaction; return its id (or the id of
+    -- the active job that already holds job_key; with unique_for, also of
+    -- the job of that key completed within unique_for). Jobs sharing a
+    -- group_key run one at a time, in enqueue order. timeout (else the
+    -- queue's timeout setting, fixed now) is how long a worker lets its
+    -- handler run. depends_on: the job waits until those jobs completed;
+    -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
+    -- (and its own dependents), 'run' runs it once all have finished.
+    -- on_duplicate (with job_key): 'keep' returns the holder of the key as
+    -- said; 'replace' gives a waiting, ready or scheduled holder the new
+    -- payload, run_at and priority (debounce), 'replace_payload' only the
+    -- payload (throttle); a running holder is left as it is and hands the
+    -- key to a new job (jobq._replace_job).
+    IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
+       AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
+       AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
+       AND enqueue.on_duplicate IS NOT DISTINCT FROM 'keep'
+       AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
+       AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
+                                 NULL, NULL) THEN
+        -- The common case (no key, group, timeout or parents) in one
+        -- statement: the queue's settings read in it, and no row when the
+        -- payload is over the queue's max_payload_bytes or some per-queue
+        -- produce grant matches the queue; then the general path below
+        -- raises the error, or checks the privilege and inserts. No key:
+        -- nothing to conflict with. (Each helper call saved is a function
+        -- call with pinned settings; a single-job enqueue pays them all.)
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout)
+        SELECT enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
+               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout
+        FROM jobq._queue_defaults AS d
+        LEFT JOIN jobq._queue AS q ON q.queue = enqueue.queue
+        WHERE pg_column_size(enqueue.payload) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
+          AND NOT EXISTS (SELECT FROM jobq._queue_grant AS g
+                          WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like)
+        RETURNING id INTO v_id;
+        IF v_id IS NOT NULL THEN
+            PERFORM pg_notify('jobq', enqueue.queue);
+            RETURN v_id;
+        END IF;
+    END IF;
+    v_settings := jobq._settings(enqueue.queue);
+    IF NOT (jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
+                                  enqueue.job_key, enqueue.group_key)
+            AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
+                         AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)
+            AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
+            AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
+            AND coalesce(enqueue.on_duplicate = 'keep'
+                         OR (enqueue.on_duplicate IN ('replace', 'replace_payload') AND enqueue.job_key IS NOT NULL),
+                         false)) THEN
+        PERFORM jobq._check_queue(enqueue.queue, 'queue');
+        PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
+        PERFORM jobq._check_time(enqueue.run_at, 'run_at');
+        PERFORM jobq._check_job_options(enqueue.priority, enqueue.max_attempts);
+        PERFORM jobq._check_job_key(enqueue.job_key, 'job_key');
+        PERFORM jobq._check_job_key(enqueue.group_key, 'group_key');
+        PERFORM jobq._check_interval(enqueue.timeout, 'timeout', interval '1 second', interval '1 day');
+        PERFORM jobq._check_unique_for(enqueue.unique_for, enqueue.job_key IS NOT NULL, 'job_key');
+        PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
+        PERFORM jobq._check_on_duplicate(enqueue.on_duplicate, enqueue.job_key IS NOT NULL, 'job_key');
+    END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like);
+    IF enqueue.on_duplicate <> 'keep' THEN
+        -- Replace (a keyed job): the holder of the key changes unless it
+        -- runs; depends_on applies only to a job inserted here (the
+        -- parents of a replaced one stay, as with 'keep').
+        IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
+            PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
+            PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
+        END IF;
+        v_id := jobq._replace_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
+                                  coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
+                                  enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout),
+                                  enqueue.unique_for, coalesce(cardinality(enqueue.depends_on), 0) > 0,
+                                  enqueue.on_duplicate = 'replace_payload');
+        IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
+            PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
+        END IF;
+        RETURN v_id;
+    END IF;
+    IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
+        RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
+                                coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
+                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
+    END IF;
+    PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
+    PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
+    v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
+                             coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
+                             enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
+                             true);
+    PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text) IS
+    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs.';
+CREATE FUNCTION jobq.enqueue_many(
+    queue text,
+    payloads jsonb[],
+    run_at timestamptz DEFAULT pg_catalog.now(),
+    priority integer DEFAULT 0,
+    max_attempts integer DEFAULT NULL,
+    job_keys text[] DEFAULT NULL,
+    group_key text DEFAULT NULL,
+    timeout interval DEFAULT NULL,
+    unique_for interval DEFAULT NULL,
+    depends_on bigint[] DEFAULT NULL,
+    on_parent_failure text DEFAULT 'cancel',
+    on_duplicate text DEFAULT 'keep'
+) RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_settings jobq._queue;
+    v_bad record;
+    v_item record;
+    v_n integer := coalesce(cardinality(enqueue_many.payloads), -1);
+    v_ids bigint[] := '{}';
+    v_waiting boolean := coalesce(cardinality(enqueue_many.depends_on), 0) > 0;
+BEGIN
+    -- Add many jobs to one queue in one statement; returns one id per
+    -- payload, in payload order, and wakes the queue's workers once. With
+    -- group_key, they join that serial group in payload order. timeout,
+    -- unique_for, depends_on and on_parent_failure apply to every job, as in
+    -- jobq.enqueue (unique_for to those with a key): with depends_on, every
+    -- job waits for the same parents. on_duplicate applies to every job with
+    -- a key, as in jobq.enqueue; a key repeated in one call: the last wins.
+    IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
+                                  enqueue_many.max_attempts, NULL, enqueue_many.group_key)
+            AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
+            AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
+            AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
+        PERFORM jobq._check_enqueue_many_args(
+            p_queue => enqueue_many.queue, p_payloads => enqueue_many.payloads, p_run_at => enqueue_many.run_at,
+            p_priority => enqueue_many.priority, p_max_attempts => enqueue_many.max_attempts,
+            p_job_keys => enqueue_many.job_keys, p_group_key => enqueue_many.group_key,
+            p_timeout => enqueue_many.timeout, p_unique_for => enqueue_many.unique_for,
+            p_depends_on => enqueue_many.depends_on, p_on_parent_failure => enqueue_many.on_parent_failure);
+    END IF;
+    IF enqueue_many.on_duplicate IS DISTINCT FROM 'keep' THEN
+        PERFORM jobq._check_on_duplicate(enqueue_many.on_duplicate, enqueue_many.job_keys IS NOT NULL, 'job_keys');
+    END IF;
+    v_settings := jobq._settings(enqueue_many.queue);
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
+
+    SELECT p.payload, p.ord INTO v_bad
+    FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+    WHERE p.payload IS NULL OR jsonb_typeof(p.payload) <> 'object'
+       OR pg_column_size(p.payload) > v_settings.max_payload_bytes
+    ORDER BY p.ord LIMIT 1;
+    IF FOUND THEN
+        PERFORM jobq._check_payload(v_bad.payload,  -- named by its own subscript
+                                    format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
+                                    v_settings.max_payload_bytes);
+    END IF;
+
+    IF v_waiting THEN
+        PERFORM jobq._check_readable_jobs(enqueue_many.depends_on, 'depends_on');
+        PERFORM jobq._check_parents_issued(enqueue_many.depends_on, 'depends_on');
+    END IF;
+    IF enqueue_many.job_keys IS NULL AND NOT v_waiting THEN
+        -- No keys: one INSERT. Identity values follow the ORDER BY, so
+        -- sorting the returned ids gives payload order.
+        RETURN QUERY
+        WITH ins AS (
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout)
+            SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
+                   coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
+                   coalesce(enqueue_many.timeout, v_settings.timeout)
+            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+            ORDER BY p.ord
+            RETURNING id
+        )
+        SELECT ins.id FROM ins ORDER BY ins.id;
+        PERFORM pg_notify('jobq', enqueue_many.queue);
+        RETURN;
+    END IF;
+    IF enqueue_many.job_keys IS NULL THEN
+        -- No keys, with parents: one INSERT of waiting jobs, then their links.
+        WITH ins AS (
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
+                                   status, parked, has_parents)
+            SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
+                   coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true
+            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+            ORDER BY p.ord
+            RETURNING id
+        )
+        SELECT coalesce(array_agg(ins.id ORDER BY ins.id), '{}') INTO v_ids FROM ins;
+        PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
+        RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
+        RETURN;
+    END IF;
+
+    PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
+    FOR v_item IN
+        SELECT x.payload, x.job_key
+        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
+        ORDER BY x.ord
+    LOOP
+        IF enqueue_many.on_duplicate = 'keep' OR v_item.job_key IS NULL THEN
+            v_ids := v_ids || jobq._insert_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
+                                               enqueue_many.priority,
+                                               coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
+                                               v_item.job_key, enqueue_many.group_key,
+                                               coalesce(enqueue_many.timeout, v_settings.timeout),
+                                               enqueue_many.unique_for, v_waiting);
+        ELSE
+            v_ids := v_ids || jobq._replace_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
+                                                enqueue_many.priority,
+                                                coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
+                                                v_item.job_key, enqueue_many.group_key,
+                                                coalesce(enqueue_many.timeout, v_settings.timeout),
+                                                enqueue_many.unique_for, v_waiting,
+                                                enqueue_many.on_duplicate = 'replace_payload');
+        END IF;
+    END LOOP;
+    IF v_waiting THEN
+        PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
+    END IF;
+    RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
+END
+$$;
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs.';
 
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+TO jobq_producer;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

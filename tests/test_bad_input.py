@@ -329,6 +329,19 @@ SQL_CASES: dict[str, Bad] = {
                                       "JQ008", "unique_for"),
     "enqueue_many unique_for without job_keys": jq(EM + "('seed', ARRAY['{}']::jsonb[], "
                                                    "unique_for => interval '1 hour')", "JQ009", "unique_for"),
+    # jobq 0.12.0: on_duplicate (issue 28)
+    "enqueue on_duplicate unknown": jq(E + "('seed', '{}', job_key => 'k', on_duplicate => 'merge')", "JQ017",
+                                       "on_duplicate"),
+    "enqueue on_duplicate NULL": jq(E + "('seed', '{}', on_duplicate => NULL)", "JQ017", "on_duplicate"),
+    "enqueue replace without job_key": jq(E + "('seed', '{}', on_duplicate => 'replace')", "JQ009",
+                                          "job_key"),
+    "enqueue replace with a bad payload": jq(E + "('seed', '[1]', job_key => 'k', on_duplicate => 'replace')",
+                                             "JQ002", "payload"),
+    "enqueue_many replace_payload without job_keys": jq(
+        EM + "('seed', ARRAY['{}']::jsonb[], on_duplicate => 'replace_payload')", "JQ009", "job_keys"),
+    "enqueue_many on_duplicate unknown": jq(
+        EM + "('seed', ARRAY['{}']::jsonb[], job_keys => ARRAY['k'], on_duplicate => 'Replace')", "JQ017",
+        "on_duplicate"),
     "enqueue_many timeout negative": jq(
         EM + "('seed', ARRAY['{}']::jsonb[], timeout => interval '-1 second')", "JQ008", "timeout"),
     "cancel_jobs queue NULL": jq("SELECT jobq.cancel_jobs(NULL)", "JQ001", "queue"),

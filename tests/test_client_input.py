@@ -130,6 +130,12 @@ CASES: dict[str, Case] = {
     "enqueue timeout True": c("enqueue", q("q", {}), errors.InvalidInterval, "timeout", timeout=True),
     "enqueue unique_for 1e300": c("enqueue", q("q", {}), errors.InvalidInterval, "unique_for", key="k",
                                   unique_for=1e300),
+    "enqueue on_duplicate None": c("enqueue", q("q", {}), errors.InvalidArgument, "on_duplicate", key="k",
+                                   on_duplicate=None),
+    "enqueue on_duplicate NUL": c("enqueue", q("q", {}), errors.InvalidArgument, "on_duplicate", key="k",
+                                  on_duplicate="re\x00place"),
+    "enqueue_many on_duplicate None": c("enqueue_many", q("q", [{}]), errors.InvalidArgument, "on_duplicate",
+                                        keys=["k"], on_duplicate=None),
     # --- enqueue_many
     "enqueue_many payload NaN": c("enqueue_many", q("q", [{}, {"x": NAN}]), errors.InvalidPayload,
                                   "payloads[2]"),

@@ -41,6 +41,10 @@ def configure_enqueue(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--unique-for", type=positive_seconds, metavar="SECONDS",
                         help="with --key: also return the id of a job of that key completed within "
                         "this many seconds, adding nothing (jobq 0.4)")
+    parser.add_argument("--on-duplicate", choices=("keep", "replace", "replace_payload"), default="keep",
+                        help="with --key, when a job holds the key: keep it (default), replace its payload, "
+                        "run time and priority (debounce), or only its payload (throttle); a running job "
+                        "is never changed, a new job takes the key (jobq 0.12)")
 
 
 JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
@@ -63,7 +67,7 @@ def run_enqueue(args: argparse.Namespace) -> int:
             conn, args.queue, payload,
             delay=None if args.delay is None else timedelta(seconds=args.delay),
             run_at=args.run_at, priority=args.priority, max_attempts=args.max_attempts, key=args.key,
-            timeout=args.timeout, unique_for=args.unique_for,
+            timeout=args.timeout, unique_for=args.unique_for, on_duplicate=args.on_duplicate,
         )
     print(job_id)
     return EXIT_OK

@@ -13,7 +13,8 @@ CREATE FUNCTION jobq.enqueue(
     timeout interval DEFAULT NULL,
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
-    on_parent_failure text DEFAULT 'cancel'
+    on_parent_failure text DEFAULT 'cancel',
+    on_duplicate text DEFAULT 'keep'
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -30,9 +31,15 @@ BEGIN
     -- handler run. depends_on: the job waits until those jobs completed;
     -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
     -- (and its own dependents), 'run' runs it once all have finished.
+    -- on_duplicate (with job_key): 'keep' returns the holder of the key as
+    -- said; 'replace' gives a waiting, ready or scheduled holder the new
+    -- payload, run_at and priority (debounce), 'replace_payload' only the
+    -- payload (throttle); a running holder is left as it is and hands the
+    -- key to a new job (jobq._replace_job).
     IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
        AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
        AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
+       AND enqueue.on_duplicate IS NOT DISTINCT FROM 'keep'
        AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
        AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
                                  NULL, NULL) THEN
@@ -63,7 +70,10 @@ BEGIN
             AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
                          AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)
             AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
-            AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
+            AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
+            AND coalesce(enqueue.on_duplicate = 'keep'
+                         OR (enqueue.on_duplicate IN ('replace', 'replace_payload') AND enqueue.job_key IS NOT NULL),
+                         false)) THEN
         PERFORM jobq._check_queue(enqueue.queue, 'queue');
         PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
         PERFORM jobq._check_time(enqueue.run_at, 'run_at');
@@ -73,10 +83,29 @@ BEGIN
         PERFORM jobq._check_interval(enqueue.timeout, 'timeout', interval '1 second', interval '1 day');
         PERFORM jobq._check_unique_for(enqueue.unique_for, enqueue.job_key IS NOT NULL, 'job_key');
         PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
+        PERFORM jobq._check_on_duplicate(enqueue.on_duplicate, enqueue.job_key IS NOT NULL, 'job_key');
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue.queue], 'produce')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like);
+    IF enqueue.on_duplicate <> 'keep' THEN
+        -- Replace (a keyed job): the holder of the key changes unless it
+        -- runs; depends_on applies only to a job inserted here (the
+        -- parents of a replaced one stay, as with 'keep').
+        IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
+            PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
+            PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
+        END IF;
+        v_id := jobq._replace_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
+                                  coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
+                                  enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout),
+                                  enqueue.unique_for, coalesce(cardinality(enqueue.depends_on), 0) > 0,
+                                  enqueue.on_duplicate = 'replace_payload');
+        IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
+            PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
+        END IF;
+        RETURN v_id;
+    END IF;
     IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
@@ -92,8 +121,8 @@ BEGIN
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text) IS
-    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead; depends_on makes it wait for those jobs.';
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text) IS
+    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs.';
 
 CREATE FUNCTION jobq.enqueue_many(
     queue text,
@@ -106,7 +135,8 @@ CREATE FUNCTION jobq.enqueue_many(
     timeout interval DEFAULT NULL,
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
-    on_parent_failure text DEFAULT 'cancel'
+    on_parent_failure text DEFAULT 'cancel',
+    on_duplicate text DEFAULT 'keep'
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -124,7 +154,8 @@ BEGIN
     -- group_key, they join that serial group in payload order. timeout,
     -- unique_for, depends_on and on_parent_failure apply to every job, as in
     -- jobq.enqueue (unique_for to those with a key): with depends_on, every
-    -- job waits for the same parents.
+    -- job waits for the same parents. on_duplicate applies to every job with
+    -- a key, as in jobq.enqueue; a key repeated in one call: the last wins.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
@@ -136,6 +167,9 @@ BEGIN
             p_job_keys => enqueue_many.job_keys, p_group_key => enqueue_many.group_key,
             p_timeout => enqueue_many.timeout, p_unique_for => enqueue_many.unique_for,
             p_depends_on => enqueue_many.depends_on, p_on_parent_failure => enqueue_many.on_parent_failure);
+    END IF;
+    IF enqueue_many.on_duplicate IS DISTINCT FROM 'keep' THEN
+        PERFORM jobq._check_on_duplicate(enqueue_many.on_duplicate, enqueue_many.job_keys IS NOT NULL, 'job_keys');
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
@@ -198,12 +232,22 @@ BEGIN
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
         ORDER BY x.ord
     LOOP
-        v_ids := v_ids || jobq._insert_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
-                                           enqueue_many.priority,
-                                           coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
-                                           v_item.job_key, enqueue_many.group_key,
-                                           coalesce(enqueue_many.timeout, v_settings.timeout),
-                                           enqueue_many.unique_for, v_waiting);
+        IF enqueue_many.on_duplicate = 'keep' OR v_item.job_key IS NULL THEN
+            v_ids := v_ids || jobq._insert_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
+                                               enqueue_many.priority,
+                                               coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
+                                               v_item.job_key, enqueue_many.group_key,
+                                               coalesce(enqueue_many.timeout, v_settings.timeout),
+                                               enqueue_many.unique_for, v_waiting);
+        ELSE
+            v_ids := v_ids || jobq._replace_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
+                                                enqueue_many.priority,
+                                                coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
+                                                v_item.job_key, enqueue_many.group_key,
+                                                coalesce(enqueue_many.timeout, v_settings.timeout),
+                                                enqueue_many.unique_for, v_waiting,
+                                                enqueue_many.on_duplicate = 'replace_payload');
+        END IF;
     END LOOP;
     IF v_waiting THEN
         PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
@@ -211,8 +255,8 @@ BEGIN
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text) IS
-    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held); depends_on makes every one wait for those jobs.';
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs.';
 
 CREATE FUNCTION jobq.enqueue_callback(
     queue text,

@@ -82,6 +82,66 @@ $$;
 COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean) IS
     'Inserts one validated job (ready, and NOTIFYs; or waiting for parents), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';
 
+CREATE FUNCTION jobq._replace_job(
+    p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
+    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean,
+    p_payload_only boolean
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id bigint;
+    v_status text;
+BEGIN
+    -- Enqueue with on_duplicate 'replace' (p_payload_only false) or
+    -- 'replace_payload' (true) and a validated job_key: the waiting, ready
+    -- or scheduled job holding the key takes the new payload (and, with
+    -- 'replace', run_at and priority; its id, attempts, max_attempts,
+    -- group_key, timeout and parents stay); else a new job is inserted as
+    -- jobq._insert_job does. A running holder is never changed but for one
+    -- thing: it hands the key over (its job_key becomes NULL), so that the
+    -- new job can hold it. With p_unique_for and no live holder, a job of
+    -- the key completed within p_unique_for is returned and nothing changes.
+    -- The INSERT ... ON CONFLICT locks the holder, so a claim racing with it
+    -- either leases the job first (then the key moves to a new job) or sees
+    -- the replaced row (it skips the locked one until this commits).
+    IF p_unique_for IS NOT NULL
+       AND NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key) THEN
+        SELECT k.job_id INTO v_id FROM jobq._key_done AS k
+        WHERE k.queue = p_queue AND k.job_key = p_job_key AND k.finished_at > clock_timestamp() - p_unique_for;
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END IF;
+    FOR i IN 1..10 LOOP
+        INSERT INTO jobq._job AS j (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
+                                    status, parked, has_parents)
+        VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
+                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting)
+        ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO UPDATE
+            SET payload = excluded.payload,
+                run_at = CASE WHEN p_payload_only THEN j.run_at ELSE excluded.run_at END,
+                priority = CASE WHEN p_payload_only THEN j.priority ELSE excluded.priority END
+            WHERE j.status <> 'running'
+        RETURNING j.id, j.status INTO v_id, v_status;
+        IF v_id IS NOT NULL THEN
+            IF v_status = 'ready' THEN
+                PERFORM pg_notify('jobq', p_queue);
+            END IF;
+            RETURN v_id;
+        END IF;
+        -- The holder is running: it lets go of the key, and the next turn inserts.
+        UPDATE jobq._job AS j SET job_key = NULL
+        WHERE j.queue = p_queue AND j.job_key = p_job_key AND j.status = 'running';
+    END LOOP;
+    RAISE EXCEPTION 'jobq: job_key % kept changing hands while enqueueing', pg_catalog.quote_literal(p_job_key)
+        USING ERRCODE = '40001', HINT = 'Retry the transaction.';
+END
+$$;
+COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean) IS
+    'Enqueue with on_duplicate replace/replace_payload: updates the waiting, ready or scheduled job holding the key, else inserts (a running holder hands the key over).';
+
 CREATE FUNCTION jobq._check_enqueue_many_args(
     p_queue text, p_payloads jsonb[], p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_keys text[], p_group_key text, p_timeout interval, p_unique_for interval, p_depends_on bigint[],

@@ -112,6 +112,33 @@ $$;
 COMMENT ON FUNCTION jobq._check_unique_for(interval, boolean, text) IS
     'Raises JQ008 for a unique_for out of range, JQ009 for a unique_for without a job key.';
 
+CREATE FUNCTION jobq._check_on_duplicate(p_on_duplicate text, p_keyed boolean, p_key_arg text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise JQ017 unless p_on_duplicate is 'keep', 'replace' or
+    -- 'replace_payload', JQ009 when it is not 'keep' and comes without a job
+    -- key (p_keyed false: p_key_arg names the missing argument).
+    IF p_on_duplicate IS NULL OR p_on_duplicate NOT IN ('keep', 'replace', 'replace_payload') THEN
+        RAISE EXCEPTION 'jobq: on_duplicate must be ''keep'', ''replace'' or ''replace_payload'', got %',
+                coalesce(pg_catalog.quote_literal(pg_catalog.left(p_on_duplicate, 100)), 'NULL')
+            USING ERRCODE = 'JQ017',
+                  HINT = '''keep'' (the default) returns the job holding the key; ''replace'' gives it the new '
+                         'payload, run_at and priority (debounce); ''replace_payload'' only the payload (throttle).';
+    END IF;
+    IF p_on_duplicate <> 'keep' AND NOT p_keyed THEN
+        RAISE EXCEPTION 'jobq: on_duplicate % needs % (it replaces the job holding that key)',
+                pg_catalog.quote_literal(p_on_duplicate), p_key_arg
+            USING ERRCODE = 'JQ009',
+                  HINT = 'Pass a job key too (job_keys, one per payload, for enqueue_many), e.g. '
+                         'job_key => ''reindex:42'', on_duplicate => ''replace''.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_on_duplicate(text, boolean, text) IS
+    'Raises JQ017 for an on_duplicate other than keep, replace or replace_payload, JQ009 for replace without a job key.';
+
 CREATE FUNCTION jobq._check_batch(p_n bigint, p_arg text, p_cap integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp

@@ -5,6 +5,8 @@
 --     claim had deleted, and over-admits no more.
 --   next_run_at: JQ020 for a queue with consume grants the caller lacks (as claim), so that only who may
 --     claim a queue learns when its next job falls due.
+--   enqueue, enqueue_many: on_duplicate ('keep', the default; 'replace': debounce; 'replace_payload':
+--     throttle) for keyed jobs (issue 28 §3); new helpers _check_on_duplicate, _replace_job
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -44,12 +46,23 @@ DROP FUNCTION jobq._queue_slots(text, integer, timestamptz);
 -- @replace-function jobq._claim(text[], integer, text, interval)
 -- @replace-function jobq._lock_ready(text, integer)
 -- @replace-function jobq.next_run_at(text[])
+-- on_duplicate (issue 28): a new trailing parameter, so DROP and CREATE (and the GRANTs below).
+DROP FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text);
+DROP FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text);
+-- @function jobq._check_on_duplicate(text, boolean, text)
+-- @function jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean)
+-- @function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text)
+-- @function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
 
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+TO jobq_producer;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
