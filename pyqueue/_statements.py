@@ -111,6 +111,7 @@ def enqueue(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    meta: Mapping[str, Any] | None = None,
 ) -> Statement[int]:
     """Add a job and return its id.
 
@@ -138,6 +139,12 @@ def enqueue(
     :class:`~pyqueue.InvalidDependency`. The job reads its parents' results
     with :func:`parent_results`. See :func:`chain` and :func:`group`.
 
+    ``meta`` (jobq 0.12.0) is a small JSON object kept beside the payload,
+    never part of it: tags, the trace context :mod:`pyqueue.tracing`
+    writes. Handlers read it as ``job.meta``; ``jobq.jobs``, the dashboard
+    and :func:`cancel_jobs` (``meta_contains``) filter by it. It is capped
+    like the payload (the queue's ``max_payload_bytes``).
+
     Arguments Python cannot send faithfully (NaN in the payload, NUL
     characters, integers beyond the SQL type, a negative delay...) raise the
     typed error the database would use, before anything is sent.
@@ -145,7 +152,7 @@ def enqueue(
     sql, params = a.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
                                   max_attempts=max_attempts, key=key, group_key=group_key,
                                   timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-                                  on_parent_failure=on_parent_failure)
+                                  on_parent_failure=on_parent_failure, meta=meta)
     return Statement(sql, params, "scalar", int)
 
 
@@ -163,6 +170,7 @@ def enqueue_many(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    metas: Sequence[Mapping[str, Any]] | None = None,
 ) -> Statement[list[int]]:
     """Add one job per payload in one statement; their ids in payload order.
 
@@ -170,12 +178,13 @@ def enqueue_many(
     :func:`enqueue`; with ``group_key`` the jobs join that serial group in
     payload order; ``timeout`` and ``unique_for`` apply to every job, as for
     :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
-    job of the call waits for the same parents).
+    job of the call waits for the same parents). ``metas`` gives one meta
+    object per payload (see :func:`enqueue`).
     """
     sql, params = a.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
                                        max_attempts=max_attempts, keys=keys, group_key=group_key,
                                        timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-                                       on_parent_failure=on_parent_failure)
+                                       on_parent_failure=on_parent_failure, metas=metas)
     return Statement(sql, params, "tuples", _ids)
 
 
@@ -322,16 +331,19 @@ def cancel(job_id: int) -> Statement[bool]:
 
 
 def cancel_jobs(
-    queue: str, *, status: str | None = None, payload_contains: Mapping[str, Any] | None = None
+    queue: str, *, status: str | None = None, payload_contains: Mapping[str, Any] | None = None,
+    meta_contains: Mapping[str, Any] | None = None,
 ) -> Statement[int]:
     """Cancel the live jobs of a queue; how many.
 
     ``status`` narrows it to 'ready', 'scheduled' or 'running' jobs (None:
     all three); ``payload_contains`` to jobs whose payload contains that
     JSON object (jsonb ``@>``: ``{"tenant": 7}`` matches any payload with
-    tenant 7). Holders of running jobs lose their lease.
+    tenant 7); ``meta_contains`` (jobq 0.12.0) to jobs whose meta contains
+    that object. Holders of running jobs lose their lease.
     """
-    return Statement(q.CANCEL_JOBS, a.cancel_jobs_params(queue, status, payload_contains), "scalar", int)
+    return Statement(q.CANCEL_JOBS if meta_contains is None else q.CANCEL_JOBS_META,
+                     a.cancel_jobs_params(queue, status, payload_contains, meta_contains), "scalar", int)
 
 
 def discard_dead(queue: str, *, older_than: timedelta | float | None = None) -> Statement[int]:
