@@ -17,6 +17,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.string import TextLoader
 
+from pyqueue._hooks import SentSpan
 from pyqueue.errors import JobqNotInstalled, JobqOutdated, missing_jobq, translate_errors
 
 Connection = psycopg.Connection[Any]
@@ -38,10 +39,31 @@ class Statement(Generic[T]):
     params: Any
     read: Read
     result: Callable[[Any], T]
+    # The PRODUCER span it is sent in (pyqueue.tracing; None: tracing is off).
+    span: SentSpan | None = None
 
 
 def run(conn: Connection, statement: Statement[T]) -> T:
     """Send ``statement`` on ``conn`` (jobq's errors raised typed); its result."""
+    if (span := statement.span) is None:
+        return _run(conn, statement)
+    with span:
+        result = _run(conn, statement)
+        span.done(result)
+        return result
+
+
+async def arun(conn: AsyncConnection, statement: Statement[T]) -> T:
+    """The asyncio twin of :func:`run`."""
+    if (span := statement.span) is None:
+        return await _arun(conn, statement)
+    with span:
+        result = await _arun(conn, statement)
+        span.done(result)
+        return result
+
+
+def _run(conn: Connection, statement: Statement[T]) -> T:
     try:
         with translate_errors():
             answer = READ[statement.read](conn, statement.sql, statement.params)
@@ -59,8 +81,7 @@ def run(conn: Connection, statement: Statement[T]) -> T:
     return statement.result(answer)
 
 
-async def arun(conn: AsyncConnection, statement: Statement[T]) -> T:
-    """The asyncio twin of :func:`run`."""
+async def _arun(conn: AsyncConnection, statement: Statement[T]) -> T:
     try:
         with translate_errors():
             answer = await AREAD[statement.read](conn, statement.sql, statement.params)

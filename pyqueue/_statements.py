@@ -24,6 +24,7 @@ from uuid import UUID
 
 from pyqueue import _arguments as a
 from pyqueue import _checks as check
+from pyqueue import _hooks
 from pyqueue import _queries as q
 from pyqueue._db import Claimed, Statement
 from pyqueue.defaults import REAP_BATCH
@@ -153,7 +154,15 @@ def enqueue(
                                   max_attempts=max_attempts, key=key, group_key=group_key,
                                   timeout=timeout, unique_for=unique_for, depends_on=depends_on,
                                   on_parent_failure=on_parent_failure, meta=meta)
-    return Statement(sql, params, "scalar", int)
+    if (producer := _hooks.producer) is None:
+        return Statement(sql, params, "scalar", int)
+    span, traced = producer.send(queue, "enqueue", meta)
+    if traced is not None:
+        sql, params = a.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
+                                      max_attempts=max_attempts, key=key, group_key=group_key,
+                                      timeout=timeout, unique_for=unique_for, depends_on=depends_on,
+                                      on_parent_failure=on_parent_failure, meta=traced)
+    return Statement(sql, params, "scalar", int, span)
 
 
 def enqueue_many(
@@ -185,7 +194,15 @@ def enqueue_many(
                                        max_attempts=max_attempts, keys=keys, group_key=group_key,
                                        timeout=timeout, unique_for=unique_for, depends_on=depends_on,
                                        on_parent_failure=on_parent_failure, metas=metas)
-    return Statement(sql, params, "tuples", _ids)
+    if (producer := _hooks.producer) is None:
+        return Statement(sql, params, "tuples", _ids)
+    span, traced = producer.send_many(queue, metas, len(payloads))
+    if traced is not None:
+        sql, params = a.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
+                                           max_attempts=max_attempts, keys=keys, group_key=group_key,
+                                           timeout=timeout, unique_for=unique_for, depends_on=depends_on,
+                                           on_parent_failure=on_parent_failure, metas=traced)
+    return Statement(sql, params, "tuples", _ids, span)
 
 
 # --- workers: claim and the lease -------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from pyqueue import _arguments as a
 from pyqueue import _checks as check
+from pyqueue import _hooks
 from pyqueue import _queries as q
 from pyqueue._db import Statement
 
@@ -37,7 +38,13 @@ def enqueue_callback(
     """
     params = a.callback_params(queue, payload, members, delay=delay, run_at=run_at, priority=priority,
                                max_attempts=max_attempts, meta=meta)
-    return Statement(q.ENQUEUE_CALLBACK if meta is None else q.ENQUEUE_CALLBACK_META, params, "scalar", int)
+    span = None
+    if (producer := _hooks.producer) is not None:
+        span, traced = producer.send(queue, "enqueue_callback", meta)
+        if traced is not None:
+            meta, params = traced, {**params, "meta": check.payload(traced, "meta")}
+    sql = q.ENQUEUE_CALLBACK if meta is None else q.ENQUEUE_CALLBACK_META
+    return Statement(sql, params, "scalar", int, span)
 
 
 def result(job_id: int) -> Statement[Any]:

@@ -66,10 +66,10 @@ NOBODY = may()
 FUNCTIONS: dict[str, Call] = {
     "jobq.version()": Call("SELECT jobq.version()", EVERYONE),
     "jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,"
-    "bigint[],text)":
+    "bigint[],text,jsonb)":
         Call("SELECT jobq.enqueue('priv', '{}', depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
     "jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,"
-    "bigint[],text)":
+    "bigint[],text,jsonb[])":
         Call("SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[], "
              "depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
     "jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer,jsonb)":
