@@ -196,3 +196,15 @@ def test_a_failed_enqueue_is_a_failed_span_and_uninstrumented_emits_nothing(
     assert row == ({"tenant": "t"},), "no trace context added"
 
     assert len(exporter.get_finished_spans()) == 1, "no span once uninstrumented"
+
+
+def test_bad_meta_is_refused_the_same_with_tracing_on(
+    conn: Conn, provider: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    _, exporter = provider
+    with pytest.raises(pyqueue.InvalidPayload, match="meta must be a JSON object, got array"):
+        pyqueue.enqueue(conn, "trb", {}, meta=[1])  # type: ignore[arg-type]
+    with pytest.raises(pyqueue.InvalidPayload, match=r"metas\[2\]"):
+        pyqueue.enqueue_many(conn, "trb", [{}, {}], metas=[{}, None])  # type: ignore[list-item]
+    assert [s.status.status_code for s in exporter.get_finished_spans()] == [StatusCode.ERROR] * 2
+    assert conn.execute("SELECT count(*) FROM jobq.jobs WHERE queue = 'trb'").fetchone() == (0,)

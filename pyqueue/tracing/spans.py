@@ -84,7 +84,9 @@ class Producer:
         """One job: its span, and ``meta`` with the span's context (None when
         the span has none to give: a tracer that records nothing)."""
         span, carrier = self._start(queue, operation, {})
-        return span, ({**(meta or {}), **carrier} if carrier else None)
+        if not carrier or not (meta is None or isinstance(meta, Mapping)):
+            return span, None  # nothing to add, or a bad meta the database refuses as it is
+        return span, {**(meta or {}), **carrier}
 
     def send_many(self, queue: str, metas: Sequence[Mapping[str, Any]] | None, count: int
                   ) -> tuple[SentSpan, list[dict[str, Any]] | None]:
@@ -94,6 +96,8 @@ class Producer:
             return span, None
         if metas is None:
             return span, [dict(carrier) for _ in range(count)]
+        if isinstance(metas, str | bytes | Mapping) or not all(isinstance(meta, Mapping) for meta in metas):
+            return span, None  # bad metas: the database refuses them as they are
         return span, [{**meta, **carrier} for meta in metas]
 
 
