@@ -8,6 +8,8 @@ installed, pyqueue enqueues and runs jobs as ever."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -24,6 +26,7 @@ from opentelemetry.trace import SpanKind
 import pyqueue
 import pyqueue.tracing
 from tests.conftest import ROOT
+from tests.worker_support import wait_until
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 RUN_TIMEOUT = 120  # seconds the worker process may take
@@ -138,3 +141,60 @@ def test_without_opentelemetry_jobs_run_as_ever_and_tracing_says_what_to_install
                           capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
     assert done.returncode == 0, done.stderr
     assert "pip install 'jobq[otel]'" in done.stdout
+
+
+# A handler module for `pyqueue worker --otel`: it sets up the global tracer
+# provider (as an application would) with an exporter that appends each span to a file.
+CLI_HANDLER = '''
+import json, os
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+
+class ToFile(SpanExporter):
+    def export(self, spans):
+        with open(os.environ["SPANS_OUT"], "a") as file:
+            for s in spans:
+                file.write(json.dumps({"name": s.name, "trace_id": s.context.trace_id,
+                                       "parent_id": s.parent.span_id if s.parent else None}) + "\\n")
+        return SpanExportResult.SUCCESS
+
+
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(ToFile()))
+trace.set_tracer_provider(provider)
+
+
+def handle(job):
+    pass
+'''
+
+
+def test_pyqueue_worker_otel_traces_its_jobs(conn: Conn, dsn: str, tmp_path: Path) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    pyqueue.tracing.instrument(tracer_provider=provider)
+    try:
+        with provider.get_tracer("web-app").start_as_current_span("POST /import"):
+            pyqueue.enqueue(conn, "xp-cli", {})
+    finally:
+        pyqueue.tracing.uninstrument()
+    (send,) = [span for span in exporter.get_finished_spans() if span.kind is SpanKind.PRODUCER]
+    (tmp_path / "otel_cli_handler.py").write_text(textwrap.dedent(CLI_HANDLER))
+    out = tmp_path / "spans.jsonl"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pyqueue", "worker", "otel_cli_handler:handle", "--queue", "xp-cli", "--otel",
+         "--app-dir", str(tmp_path), "--poll-interval", "0.2", "--dsn", dsn],
+        cwd=ROOT, env={**os.environ, "SPANS_OUT": str(out)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        wait_until(lambda: out.exists() and "process xp-cli" in out.read_text(), "the worker's span")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=RUN_TIMEOUT)
+    assert worker.returncode == 0, stderr
+    (run,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert send.context is not None
+    assert (run["trace_id"], run["parent_id"]) == (send.context.trace_id, send.context.span_id)
