@@ -168,6 +168,7 @@ bench: deps venv
 	$(PY) -m pyqueue.bench.queue_partitions $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_grants $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.python_side $(QUICK_FLAG) || status=1; \
+	$(PY) -m pyqueue.bench.tracing_cost $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.backlog $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.cold_start $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.soak --duration $(SOAK_SECONDS) || status=1; \

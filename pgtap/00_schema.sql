@@ -55,8 +55,8 @@ SELECT is((SELECT column_name::text FROM information_schema.columns
            WHERE table_schema = 'jobq' AND table_name = 'queues' ORDER BY ordinal_position DESC LIMIT 1),
           'result_retention', 'result_retention is the last column of jobq.queues');
 SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
-                WHERE table_schema = 'jobq' AND table_name = 'jobs' ORDER BY ordinal_position DESC LIMIT 3),
-          ARRAY['progress', 'cancelled_by', 'result'], 'jobq.jobs ends with result, cancelled_by, progress (0.11.0)');
+                WHERE table_schema = 'jobq' AND table_name = 'jobs' ORDER BY ordinal_position DESC LIMIT 4),
+          ARRAY['meta', 'progress', 'cancelled_by', 'result'], 'jobq.jobs ends with result, cancelled_by, progress (0.11.0), meta (0.12.0)');
 SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
                 WHERE table_schema = 'jobq' AND table_name = 'job_dependencies' ORDER BY ordinal_position),
           ARRAY['child_id', 'parent_id'], 'jobq.job_dependencies has child_id, parent_id');
@@ -82,8 +82,8 @@ SELECT set_eq(
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
     ARRAY[
         'jobq.version()',
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,text)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text)',
         'jobq.claim(text,bigint,text,interval)',
         'jobq.claim(text[],bigint,text,interval)',
         'jobq.complete(bigint,uuid,jsonb)',
@@ -99,7 +99,7 @@ SELECT set_eq(
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
         'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)',
-        'jobq.cancel_jobs(text,text,jsonb)',
+        'jobq.cancel_jobs(text,text,jsonb,jsonb)',
         'jobq.discard_dead(text,interval)',
         'jobq.run_schedules()',
         'jobq.reset_queue(text)',
@@ -117,7 +117,7 @@ SELECT set_eq(
         'jobq.enqueue_periodic(text)',
         'jobq.run_now(bigint)',
         'jobq.metrics()',
-        'jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer)',
+        'jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer,jsonb)',
         'jobq.result(bigint)',
         'jobq.status(bigint)',
         'jobq.parent_results(bigint)',
@@ -128,8 +128,8 @@ SELECT set_eq(
     'the public jobq functions are exactly the documented API');
 
 SELECT has_function('jobq', 'version', ARRAY[]::text[], 'jobq.version() exists');
-SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval, bigint[], text, text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, on_duplicate)');
-SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'jobq.enqueue_many(..., text[], text, interval, interval, bigint[], text, text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, on_duplicate)');
+SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval, bigint[], text, jsonb, text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, meta, on_duplicate)');
+SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb[]', 'text'], 'jobq.enqueue_many(..., text[], text, interval, interval, bigint[], text, jsonb[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, metas, on_duplicate)');
 SELECT has_function('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq.claim(text, bigint, text, interval) exists');
 SELECT has_function('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'jobq.claim(text[], bigint, text, interval) exists');
 SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'jobq.complete(bigint, uuid, jsonb) exists (result)');
@@ -157,7 +157,7 @@ SELECT has_function('jobq', 'resume', ARRAY['text'], 'jobq.resume(text) exists')
 SELECT has_function('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer', 'text'], 'jobq.every(name, schedule, queue, payload, priority, max_attempts, runner) exists');
 SELECT has_function('jobq', 'unschedule', ARRAY['text'], 'jobq.unschedule(text) exists');
 SELECT has_function('jobq', 'enqueue_periodic', ARRAY['text'], 'jobq.enqueue_periodic(text) exists');
-SELECT has_function('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer'],
+SELECT has_function('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer', 'jsonb'],
                     'jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, int, int) exists');
 SELECT has_function('jobq', 'result', ARRAY['bigint'], 'jobq.result(bigint) exists');
 SELECT has_function('jobq', 'status', ARRAY['bigint'], 'jobq.status(bigint) exists');
@@ -165,8 +165,8 @@ SELECT has_function('jobq', 'parent_results', ARRAY['bigint'], 'jobq.parent_resu
 SELECT has_function('jobq', 'watch', ARRAY['bigint'], 'jobq.watch(bigint) exists');
 
 SELECT function_returns('jobq', 'version', ARRAY[]::text[], 'text', 'version() returns text');
-SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'bigint', 'enqueue() returns bigint');
-SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
+SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'], 'bigint', 'enqueue() returns bigint');
+SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb[]', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
 SELECT function_returns('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'boolean', 'complete() returns boolean');
@@ -194,7 +194,7 @@ SELECT function_returns('jobq', 'resume', ARRAY['text'], 'boolean', 'resume() re
 SELECT function_returns('jobq', 'every', ARRAY['text', 'text', 'text', 'jsonb', 'integer', 'integer', 'text'], 'bigint', 'every() returns the pg_cron job id (bigint, NULL under the workers)');
 SELECT function_returns('jobq', 'unschedule', ARRAY['text'], 'boolean', 'unschedule() returns boolean');
 SELECT function_returns('jobq', 'enqueue_periodic', ARRAY['text'], 'bigint', 'enqueue_periodic() returns the job id');
-SELECT function_returns('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer'],
+SELECT function_returns('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer', 'jsonb'],
                         'bigint', 'enqueue_callback() returns the callback job id');
 SELECT function_returns('jobq', 'result', ARRAY['bigint'], 'jsonb', 'result() returns jsonb');
 SELECT function_returns('jobq', 'status', ARRAY['bigint'], 'text', 'status() returns text');
@@ -204,7 +204,7 @@ SELECT is((SELECT pg_catalog.pg_get_function_result('jobq.parent_results(bigint)
           'TABLE(parent_id bigint, result jsonb)', 'parent_results() returns TABLE (parent_id bigint, result jsonb)');
 
 -- SECURITY DEFINER exactly where intended -----------------------------------
-SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'], 'enqueue() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'], 'enqueue() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
 SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'complete() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
@@ -222,7 +222,7 @@ SELECT is_definer('jobq', 'take', ARRAY['text', 'bigint'], 'take() is SECURITY D
 SELECT is_definer('jobq', 'hold', ARRAY['text', 'bigint'], 'hold() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'complete_held', ARRAY['bigint[]', 'jsonb[]'], 'complete_held() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail_held', ARRAY['bigint', 'text', 'timestamp with time zone'], 'fail_held() is SECURITY DEFINER');
-SELECT is_definer('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer'],
+SELECT is_definer('jobq', 'enqueue_callback', ARRAY['text', 'jsonb', 'bigint[]', 'timestamp with time zone', 'integer', 'integer', 'jsonb'],
                   'enqueue_callback() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'result', ARRAY['bigint'], 'result() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'status', ARRAY['bigint'], 'status() is SECURITY DEFINER');
@@ -234,8 +234,8 @@ SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
     ARRAY[
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,text)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text)',
         'jobq.claim(text,bigint,text,interval)',
         'jobq.claim(text[],bigint,text,interval)',
         'jobq.complete(bigint,uuid,jsonb)',
@@ -251,7 +251,7 @@ SELECT set_eq(
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
         'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)',
-        'jobq.cancel_jobs(text,text,jsonb)',
+        'jobq.cancel_jobs(text,text,jsonb,jsonb)',
         'jobq.discard_dead(text,interval)',
         'jobq.run_schedules()',
         'jobq.reset_queue(text)',
@@ -265,7 +265,7 @@ SELECT set_eq(
         'jobq.enqueue_periodic(text)',
         'jobq.run_now(bigint)',
         'jobq.metrics()',
-        'jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer)',
+        'jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer,jsonb)',
         'jobq.result(bigint)',
         'jobq.status(bigint)',
         'jobq.parent_results(bigint)',

@@ -4,7 +4,7 @@
 -- 'replace_payload' only the payload; a running holder is never changed: it
 -- hands its key to a new job. Multi-session races: tests/test_debounce.py.
 BEGIN;
-SELECT plan(63);
+SELECT plan(69);
 SET LOCAL client_min_messages = warning;
 
 -- ready: 'replace' takes payload, run_at and priority, keeps id and the rest
@@ -44,6 +44,21 @@ SELECT results_eq($$SELECT payload, run_at, priority::int FROM jobq._job WHERE q
 SELECT is(jobq.enqueue('t', '{"n": 9}', job_key => 'tk2', on_duplicate => 'replace_payload') IS NOT NULL, true,
           'replace_payload with no holder inserts');
 SELECT is((SELECT count(*)::int FROM jobq._job WHERE queue = 't'), 2, 'so queue t has two jobs');
+
+-- meta goes with the payload: replaced by both modes (the trace context of the last enqueue)
+SELECT jobq.enqueue('dm', '{"n": 1}', now() + interval '1 minute', job_key => 'mk', meta => '{"tag": "first"}') AS m1 \gset
+SELECT is(jobq.enqueue('dm', '{"n": 2}', now() + interval '2 minutes', job_key => 'mk', meta => '{"tag": "second"}',
+                       on_duplicate => 'replace'), :m1::bigint, 'replace with meta returns the holder');
+SELECT is((SELECT meta FROM jobq._job WHERE id = :m1), '{"tag": "second"}'::jsonb, 'replace gives it the new meta');
+SELECT is(jobq.enqueue('dm', '{"n": 3}', job_key => 'mk', on_duplicate => 'replace_payload'), :m1::bigint,
+          'replace_payload without meta returns the holder');
+SELECT results_eq($$SELECT payload, meta FROM jobq._job WHERE queue = 'dm'$$,
+                  $$VALUES ('{"n": 3}'::jsonb, NULL::jsonb)$$,
+                  'replace_payload replaces the meta with the payload (none given: none kept)');
+SELECT x AS m2 FROM jobq.enqueue_many('dm', ARRAY['{"n": 4}']::jsonb[], job_keys => ARRAY['mk'],
+                                       metas => ARRAY['{"tag": "many"}']::jsonb[], on_duplicate => 'replace') AS x \gset
+SELECT is(:m2::bigint, :m1::bigint, 'enqueue_many''s replace returns the holder');
+SELECT is((SELECT meta FROM jobq._job WHERE id = :m1), '{"tag": "many"}'::jsonb, 'and gives it its metas[i]');
 
 -- 'keep' (the default) changes nothing, as before
 SELECT jobq.enqueue('kp', '{"v": 1}', job_key => 'kk') AS kp1 \gset

@@ -42,7 +42,7 @@ SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_worker', ARR
                           'function_privs_are: jobq_worker may not execute run_now()');
 SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_admin', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_admin may execute run_now()');
-SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'],
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'],
                           'jobq_viewer', ARRAY[]::text[], 'function_privs_are: jobq_viewer may not execute enqueue()');
 SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq_viewer', ARRAY[]::text[],
                           'function_privs_are: jobq_viewer may not execute claim()');
@@ -208,8 +208,8 @@ SELECT ok(jobq.release(c.id, c.lease_token), 'setup: release the heart-beaten jo
 SELECT is((SELECT heartbeat_at FROM jobq.jobs WHERE queue = 'wr'), NULL, 'a job no longer running has no heartbeat_at');
 SELECT is((SELECT jobs FROM jobq.workers WHERE worker = 'w-one'), 3::bigint, 'jobq.workers counts running jobs only');
 SELECT is(ARRAY(SELECT attname::text FROM pg_catalog.pg_attribute WHERE attrelid = 'jobq.jobs'::regclass AND attnum > 0
-                ORDER BY attnum DESC LIMIT 4), ARRAY['progress', 'cancelled_by', 'result', 'heartbeat_at'],
-          'heartbeat_at is the last column of jobq.jobs before 0.6.0''s result and cancelled_by and 0.11.0''s progress');
+                ORDER BY attnum DESC LIMIT 5), ARRAY['meta', 'progress', 'cancelled_by', 'result', 'heartbeat_at'],
+          'heartbeat_at is the last column of jobq.jobs before 0.6.0''s result and cancelled_by, 0.11.0''s progress and 0.12.0''s meta');
 SELECT is_empty($$SELECT i.indexrelid::regclass::text FROM pg_catalog.pg_index AS i
                   WHERE i.indrelid = 'jobq._job'::regclass
                     AND (SELECT attnum FROM pg_catalog.pg_attribute WHERE attrelid = 'jobq._job'::regclass AND attname = 'heartbeat_at')

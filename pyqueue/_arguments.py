@@ -59,8 +59,8 @@ def retry_time(retry_at: datetime | None) -> datetime | None:
 
 def _enqueue_options(
     group_key: str | None, timeout: timedelta | float | None, unique_for: timedelta | float | None,
-    depends_on: Iterable[int] | None, on_parent_failure: str, *,
-    on_duplicate: str = "keep",
+    depends_on: Iterable[int] | None, on_parent_failure: str, *, meta: Mapping[str, Any] | None = None,
+    metas: Sequence[Mapping[str, Any]] | None = None, on_duplicate: str = "keep",
 ) -> tuple[str, dict[str, Any]]:
     """The named arguments of later jobq versions that were given, and their
     values (on_parent_failure: when not the default, or with depends_on;
@@ -72,6 +72,8 @@ def _enqueue_options(
         "depends_on": check.job_ids(depends_on, "depends_on", InvalidDependency),
         "on_parent_failure": (check.text(on_parent_failure, "on_parent_failure", InvalidArgument)
                               if depends_on is not None or on_parent_failure != "cancel" else None),
+        "meta": None if meta is None else check.payload(meta, "meta"),
+        "metas": None if metas is None else check.payloads_array(metas, "metas"),
         "on_duplicate": _on_duplicate(on_duplicate),
     }
     given = {name: value for name, value in given.items() if value is not None}
@@ -132,13 +134,15 @@ def enqueue_params(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    meta: Mapping[str, Any] | None = None,
+    metas: Sequence[Mapping[str, Any]] | None = None,
     on_duplicate: str = "keep",
 ) -> tuple[str, dict[str, Any]]:
     """What enqueue and enqueue_many share: the statement (``template`` with
     the options of later jobq versions that were given) and the parameters
     but the payloads and keys."""
     options, values = _enqueue_options(group_key, timeout, unique_for, depends_on, on_parent_failure,
-                                       on_duplicate=on_duplicate)
+                                       meta=meta, metas=metas, on_duplicate=on_duplicate)
     params = {
         "queue": check.text(queue, "queue", InvalidQueueName),
         **schedule_params(delay, run_at),
@@ -150,9 +154,9 @@ def enqueue_params(
 
 def callback_params(
     queue: str, payload: Mapping[str, Any], members: Iterable[int], *, delay: timedelta | float | None,
-    run_at: datetime | None, priority: int, max_attempts: int | None,
+    run_at: datetime | None, priority: int, max_attempts: int | None, meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """jobq.enqueue_callback()'s parameters."""
+    """jobq.enqueue_callback()'s parameters (``meta`` only when given)."""
     if members is None:
         raise check.refuse(InvalidDependency, "members must not be None",
                            "Pass the ids of the jobs the callback waits for.")
@@ -162,6 +166,7 @@ def callback_params(
         "members": check.job_ids(members, "members", InvalidDependency),
         **schedule_params(delay, run_at),
         **_job_options(priority, max_attempts),
+        **({} if meta is None else {"meta": check.payload(meta, "meta")}),
     }
 
 
@@ -270,13 +275,17 @@ def every_query(
 
 
 def cancel_jobs_params(
-    queue: str, status: str | None, payload_contains: Mapping[str, Any] | None
+    queue: str, status: str | None, payload_contains: Mapping[str, Any] | None,
+    meta_contains: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """jobq.cancel_jobs()'s parameters (``meta_contains`` only when given)."""
     return {
         "queue": queue_name(queue),
         "status": check.text(status, "status", InvalidArgument),
         "payload_contains": (None if payload_contains is None
                              else check.payload(payload_contains, "payload_contains", InvalidArgument)),
+        **({} if meta_contains is None
+           else {"meta_contains": check.payload(meta_contains, "meta_contains", InvalidArgument)}),
     }
 
 

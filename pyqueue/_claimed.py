@@ -32,7 +32,7 @@ J = TypeVar("J", bound=JobClass)
 # The columns of a claimed row that are a job's fields (the rest, e.g. the
 # lease_seconds the claim statement adds, are read apart).
 CLAIMED_FIELDS = frozenset(q.JOB_COLUMNS + q.JOB_COLUMNS_SINCE_0_2 + q.JOB_COLUMNS_SINCE_0_4
-                           + q.JOB_COLUMNS_SINCE_0_11)
+                           + q.JOB_COLUMNS_SINCE_0_11 + q.JOB_COLUMNS_SINCE_0_12)
 _FRESH: dict[type[Any], dict[str, Any]] = {}
 _IMMUTABLE = (type(None), bool, int, float, str, bytes, tuple, frozenset, timedelta, datetime, UUID, Enum)
 

@@ -17,6 +17,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.string import TextLoader
 
+from pyqueue._hooks import SentSpan
 from pyqueue._sqlalchemy import AsyncConnectable, Connectable, anative, native
 from pyqueue.errors import JobqNotInstalled, JobqOutdated, missing_jobq, translate_errors
 
@@ -39,12 +40,34 @@ class Statement(Generic[T]):
     params: Any
     read: Read
     result: Callable[[Any], T]
+    # The PRODUCER span it is sent in (pyqueue.tracing; None: tracing is off).
+    span: SentSpan | None = None
 
 
 def run(given: Connectable, statement: Statement[T]) -> T:
     """Send ``statement`` on ``given`` (psycopg, or SQLAlchemy's: pyqueue._sqlalchemy)
     (jobq's errors raised typed); its result."""
     conn = native(given)
+    if (span := statement.span) is None:
+        return _run(conn, statement)
+    with span:
+        result = _run(conn, statement)
+        span.done(result)
+        return result
+
+
+async def arun(given: AsyncConnectable, statement: Statement[T]) -> T:
+    """The asyncio twin of :func:`run`."""
+    conn = await anative(given)
+    if (span := statement.span) is None:
+        return await _arun(conn, statement)
+    with span:
+        result = await _arun(conn, statement)
+        span.done(result)
+        return result
+
+
+def _run(conn: Connection, statement: Statement[T]) -> T:
     try:
         with translate_errors():
             answer = READ[statement.read](conn, statement.sql, statement.params)
@@ -62,9 +85,7 @@ def run(given: Connectable, statement: Statement[T]) -> T:
     return statement.result(answer)
 
 
-async def arun(given: AsyncConnectable, statement: Statement[T]) -> T:
-    """The asyncio twin of :func:`run`."""
-    conn = await anative(given)
+async def _arun(conn: AsyncConnection, statement: Statement[T]) -> T:
     try:
         with translate_errors():
             answer = await AREAD[statement.read](conn, statement.sql, statement.params)

@@ -30,7 +30,9 @@ _RUN_AT = "coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval, now())
 # on_parent_failure (jobq 0.6), on_duplicate (jobq 0.12).
 ENQUEUE_OPTION_TYPES = {
     "group_key": "text", "timeout": "interval", "unique_for": "interval",
-    "depends_on": "bigint[]", "on_parent_failure": "text", "on_duplicate": "text",
+    "depends_on": "bigint[]", "on_parent_failure": "text",
+    "meta": "jsonb", "metas": "jsonb[]",  # jobq 0.12.0
+    "on_duplicate": "text",  # jobq 0.12.0
 }
 ENQUEUE_TEMPLATE = (
     "SELECT jobq.enqueue(%(queue)s::text, %(payload)s::jsonb, " + _RUN_AT + ", "
@@ -140,6 +142,9 @@ CANCEL_JOBS = (
     "SELECT jobq.cancel_jobs(%(queue)s::text, status => %(status)s::text, "
     "payload_contains => %(payload_contains)s::jsonb)"
 )
+# With meta_contains (jobq 0.12.0): sent only when given.
+CANCEL_JOBS_META = CANCEL_JOBS[:-1] + ", meta_contains => %(meta_contains)s::jsonb)"
+
 DISCARD_DEAD = "SELECT jobq.discard_dead(%(queue)s::text, older_than => %(older_than)s::interval)"
 # Every column, whatever the version: jobq 0.6 adds waiting.
 STATS = "SELECT * FROM jobq.stats ORDER BY queue"
@@ -149,6 +154,9 @@ ENQUEUE_CALLBACK = (
     "SELECT jobq.enqueue_callback(%(queue)s::text, %(payload)s::jsonb, %(members)s::bigint[], "
     + _RUN_AT + ", %(priority)s::integer, %(max_attempts)s::integer)"
 )
+# With meta (jobq 0.12.0): sent only when given, so that older versions keep working without.
+ENQUEUE_CALLBACK_META = ENQUEUE_CALLBACK[:-1] + ", meta => %(meta)s::jsonb)"
+
 RESULT = "SELECT jobq.result(%s::bigint)"
 STATUS = "SELECT jobq.status(%s::bigint)"
 PARENT_RESULTS = "SELECT parent_id, result FROM jobq.parent_results(%s::bigint) ORDER BY parent_id"
@@ -167,6 +175,7 @@ JOB_COLUMNS = (
 JOB_COLUMNS_SINCE_0_2 = ("group_key",)  # absent when the database still runs jobq 0.1
 JOB_COLUMNS_SINCE_0_4 = ("timeout",)  # the job's execution timeout; absent before jobq 0.4
 JOB_COLUMNS_SINCE_0_11 = ("progress",)  # the last progress reported (maybe by an earlier attempt)
+JOB_COLUMNS_SINCE_0_12 = ("meta",)  # what the producer attached beside the payload (tags, trace context)
 
 
 def default_worker_name() -> str:

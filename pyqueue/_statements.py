@@ -24,6 +24,7 @@ from uuid import UUID
 
 from pyqueue import _arguments as a
 from pyqueue import _checks as check
+from pyqueue import _hooks
 from pyqueue import _queries as q
 from pyqueue._db import Claimed, Statement
 from pyqueue.defaults import REAP_BATCH
@@ -111,6 +112,7 @@ def enqueue(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    meta: Mapping[str, Any] | None = None,
     on_duplicate: str = "keep",
 ) -> Statement[int]:
     """Add a job and return its id.
@@ -139,13 +141,20 @@ def enqueue(
     :class:`~pyqueue.InvalidDependency`. The job reads its parents' results
     with :func:`parent_results`. See :func:`chain` and :func:`group`.
 
+    ``meta`` (jobq 0.12.0) is a small JSON object kept beside the payload,
+    never part of it: tags, the trace context :mod:`pyqueue.tracing`
+    writes. Handlers read it as ``job.meta``; ``jobq.jobs``, the dashboard
+    and :func:`cancel_jobs` (``meta_contains``) filter by it. It is capped
+    like the payload (the queue's ``max_payload_bytes``).
+
     ``on_duplicate`` (with ``key``; jobq 0.12) says what a duplicate does:
     ``'keep'`` (the default) returns the job holding the key, unchanged;
     ``'replace'`` gives that job, when it is waiting, ready or scheduled,
-    the new payload, run time and priority (debounce: each enqueue pushes
-    the run back); ``'replace_payload'`` only the payload (throttle: it
-    runs when first planned, with the latest payload). A running job is
-    never changed: it hands its key to a new job, whose id is returned.
+    the new payload and meta, run time and priority (debounce: each enqueue
+    pushes the run back); ``'replace_payload'`` only the payload and meta
+    (throttle: it runs when first planned, with the latest payload). A
+    running job is never changed: it hands its key to a new job, whose id
+    is returned.
 
     Arguments Python cannot send faithfully (NaN in the payload, NUL
     characters, integers beyond the SQL type, a negative delay...) raise the
@@ -154,8 +163,17 @@ def enqueue(
     sql, params = a.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
                                   max_attempts=max_attempts, key=key, group_key=group_key,
                                   timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-                                  on_parent_failure=on_parent_failure, on_duplicate=on_duplicate)
-    return Statement(sql, params, "scalar", int)
+                                  on_parent_failure=on_parent_failure, meta=meta, on_duplicate=on_duplicate)
+    if (producer := _hooks.producer) is None:
+        return Statement(sql, params, "scalar", int)
+    span, traced = producer.send(queue, "enqueue", meta)
+    if traced is not None:
+        sql, params = a.enqueue_query(queue, payload, delay=delay, run_at=run_at, priority=priority,
+                                      max_attempts=max_attempts, key=key, group_key=group_key,
+                                      timeout=timeout, unique_for=unique_for, depends_on=depends_on,
+                                      on_parent_failure=on_parent_failure, meta=traced,
+                                      on_duplicate=on_duplicate)
+    return Statement(sql, params, "scalar", int, span)
 
 
 def enqueue_many(
@@ -172,6 +190,7 @@ def enqueue_many(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    metas: Sequence[Mapping[str, Any]] | None = None,
     on_duplicate: str = "keep",
 ) -> Statement[list[int]]:
     """Add one job per payload in one statement; their ids in payload order.
@@ -182,12 +201,23 @@ def enqueue_many(
     :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
     job of the call waits for the same parents), and ``on_duplicate`` (to
     every job with a key; a key given twice in one call: the last wins).
+    ``metas`` gives one meta object per payload (see :func:`enqueue`).
     """
     sql, params = a.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
                                        max_attempts=max_attempts, keys=keys, group_key=group_key,
                                        timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-                                       on_parent_failure=on_parent_failure, on_duplicate=on_duplicate)
-    return Statement(sql, params, "tuples", _ids)
+                                       on_parent_failure=on_parent_failure, metas=metas,
+                                       on_duplicate=on_duplicate)
+    if (producer := _hooks.producer) is None:
+        return Statement(sql, params, "tuples", _ids)
+    span, traced = producer.send_many(queue, metas, len(payloads))
+    if traced is not None:
+        sql, params = a.enqueue_many_query(queue, payloads, delay=delay, run_at=run_at, priority=priority,
+                                           max_attempts=max_attempts, keys=keys, group_key=group_key,
+                                           timeout=timeout, unique_for=unique_for, depends_on=depends_on,
+                                           on_parent_failure=on_parent_failure, metas=traced,
+                                           on_duplicate=on_duplicate)
+    return Statement(sql, params, "tuples", _ids, span)
 
 
 # --- workers: claim and the lease -------------------------------------------------
@@ -333,16 +363,19 @@ def cancel(job_id: int) -> Statement[bool]:
 
 
 def cancel_jobs(
-    queue: str, *, status: str | None = None, payload_contains: Mapping[str, Any] | None = None
+    queue: str, *, status: str | None = None, payload_contains: Mapping[str, Any] | None = None,
+    meta_contains: Mapping[str, Any] | None = None,
 ) -> Statement[int]:
     """Cancel the live jobs of a queue; how many.
 
     ``status`` narrows it to 'ready', 'scheduled' or 'running' jobs (None:
     all three); ``payload_contains`` to jobs whose payload contains that
     JSON object (jsonb ``@>``: ``{"tenant": 7}`` matches any payload with
-    tenant 7). Holders of running jobs lose their lease.
+    tenant 7); ``meta_contains`` (jobq 0.12.0) to jobs whose meta contains
+    that object. Holders of running jobs lose their lease.
     """
-    return Statement(q.CANCEL_JOBS, a.cancel_jobs_params(queue, status, payload_contains), "scalar", int)
+    return Statement(q.CANCEL_JOBS if meta_contains is None else q.CANCEL_JOBS_META,
+                     a.cancel_jobs_params(queue, status, payload_contains, meta_contains), "scalar", int)
 
 
 def discard_dead(queue: str, *, older_than: timedelta | float | None = None) -> Statement[int]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pyqueue import _arguments as a
 from pyqueue import _checks as check
+from pyqueue import _hooks
 from pyqueue import _queries as q
 from pyqueue._db import Statement
 
@@ -24,6 +25,7 @@ def enqueue_callback(
     run_at: datetime | None = None,
     priority: int = 0,
     max_attempts: int | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> Statement[int]:
     """Add a batch callback and return its id.
 
@@ -31,12 +33,18 @@ def enqueue_callback(
     (completed, dead or cancelled), then becomes ready once, its payload
     extended with ``"batch": {"completed": c, "dead": d, "cancelled": x,
     "members": n}``. ``delay``/``run_at``, ``priority`` and ``max_attempts``
-    are as for :func:`enqueue`. Member ids as for ``depends_on``:
+    and ``meta`` are as for :func:`enqueue`. Member ids as for ``depends_on``:
     :class:`~pyqueue.UnknownJob`, :class:`~pyqueue.InvalidDependency`.
     """
     params = a.callback_params(queue, payload, members, delay=delay, run_at=run_at, priority=priority,
-                               max_attempts=max_attempts)
-    return Statement(q.ENQUEUE_CALLBACK, params, "scalar", int)
+                               max_attempts=max_attempts, meta=meta)
+    span = None
+    if (producer := _hooks.producer) is not None:
+        span, traced = producer.send(queue, "enqueue_callback", meta)
+        if traced is not None:
+            meta, params = traced, {**params, "meta": check.payload(traced, "meta")}
+    sql = q.ENQUEUE_CALLBACK if meta is None else q.ENQUEUE_CALLBACK_META
+    return Statement(sql, params, "scalar", int, span)
 
 
 def result(job_id: int) -> Statement[Any]:

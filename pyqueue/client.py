@@ -76,6 +76,7 @@ def enqueue(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    meta: Mapping[str, Any] | None = None,
     on_duplicate: str = "keep",
 ) -> int:
     """Add a job and return its id.
@@ -104,13 +105,20 @@ def enqueue(
     :class:`~pyqueue.InvalidDependency`. The job reads its parents' results
     with :func:`parent_results`. See :func:`chain` and :func:`group`.
 
+    ``meta`` (jobq 0.12.0) is a small JSON object kept beside the payload,
+    never part of it: tags, the trace context :mod:`pyqueue.tracing`
+    writes. Handlers read it as ``job.meta``; ``jobq.jobs``, the dashboard
+    and :func:`cancel_jobs` (``meta_contains``) filter by it. It is capped
+    like the payload (the queue's ``max_payload_bytes``).
+
     ``on_duplicate`` (with ``key``; jobq 0.12) says what a duplicate does:
     ``'keep'`` (the default) returns the job holding the key, unchanged;
     ``'replace'`` gives that job, when it is waiting, ready or scheduled,
-    the new payload, run time and priority (debounce: each enqueue pushes
-    the run back); ``'replace_payload'`` only the payload (throttle: it
-    runs when first planned, with the latest payload). A running job is
-    never changed: it hands its key to a new job, whose id is returned.
+    the new payload and meta, run time and priority (debounce: each enqueue
+    pushes the run back); ``'replace_payload'`` only the payload and meta
+    (throttle: it runs when first planned, with the latest payload). A
+    running job is never changed: it hands its key to a new job, whose id
+    is returned.
 
     Arguments Python cannot send faithfully (NaN in the payload, NUL
     characters, integers beyond the SQL type, a negative delay...) raise the
@@ -119,7 +127,7 @@ def enqueue(
     return run(conn, s.enqueue(
         queue, payload, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, key=key,
         group_key=group_key, timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-        on_parent_failure=on_parent_failure, on_duplicate=on_duplicate))
+        on_parent_failure=on_parent_failure, meta=meta, on_duplicate=on_duplicate))
 
 
 def enqueue_many(
@@ -137,6 +145,7 @@ def enqueue_many(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    metas: Sequence[Mapping[str, Any]] | None = None,
     on_duplicate: str = "keep",
 ) -> list[int]:
     """Add one job per payload in one statement; their ids in payload order.
@@ -147,11 +156,12 @@ def enqueue_many(
     :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
     job of the call waits for the same parents), and ``on_duplicate`` (to
     every job with a key; a key given twice in one call: the last wins).
+    ``metas`` gives one meta object per payload (see :func:`enqueue`).
     """
     return run(conn, s.enqueue_many(
         queue, payloads, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, keys=keys,
         group_key=group_key, timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-        on_parent_failure=on_parent_failure, on_duplicate=on_duplicate))
+        on_parent_failure=on_parent_failure, metas=metas, on_duplicate=on_duplicate))
 
 
 def claim(
@@ -287,15 +297,18 @@ def cancel_jobs(
     *,
     status: str | None = None,
     payload_contains: Mapping[str, Any] | None = None,
+    meta_contains: Mapping[str, Any] | None = None,
 ) -> int:
     """Cancel the live jobs of a queue; how many.
 
     ``status`` narrows it to 'ready', 'scheduled' or 'running' jobs (None:
     all three); ``payload_contains`` to jobs whose payload contains that
     JSON object (jsonb ``@>``: ``{"tenant": 7}`` matches any payload with
-    tenant 7). Holders of running jobs lose their lease.
+    tenant 7); ``meta_contains`` (jobq 0.12.0) to jobs whose meta contains
+    that object. Holders of running jobs lose their lease.
     """
-    return run(conn, s.cancel_jobs(queue, status=status, payload_contains=payload_contains))
+    return run(conn, s.cancel_jobs(
+        queue, status=status, payload_contains=payload_contains, meta_contains=meta_contains))
 
 
 def discard_dead(conn: Connection, queue: str, *, older_than: timedelta | float | None = None) -> int:
@@ -348,6 +361,7 @@ def enqueue_callback(
     run_at: datetime | None = None,
     priority: int = 0,
     max_attempts: int | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> int:
     """Add a batch callback and return its id.
 
@@ -355,11 +369,12 @@ def enqueue_callback(
     (completed, dead or cancelled), then becomes ready once, its payload
     extended with ``"batch": {"completed": c, "dead": d, "cancelled": x,
     "members": n}``. ``delay``/``run_at``, ``priority`` and ``max_attempts``
-    are as for :func:`enqueue`. Member ids as for ``depends_on``:
+    and ``meta`` are as for :func:`enqueue`. Member ids as for ``depends_on``:
     :class:`~pyqueue.UnknownJob`, :class:`~pyqueue.InvalidDependency`.
     """
     return run(conn, w.enqueue_callback(
-        queue, payload, members, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts))
+        queue, payload, members, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts,
+        meta=meta))
 
 
 def result(conn: Connection, job_id: int) -> Any:

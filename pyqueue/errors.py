@@ -92,7 +92,7 @@ class JobqError(Exception):
 class InvalidArgument(JobqError, ValueError):
     """JQ017: an argument is NULL or not one of its allowed values: ``fail`` or
     ``fail_held`` with a NULL error, a ``cancel_jobs`` status, an ``every``
-    runner, a ``payload_contains`` that is not a JSON object, an
+    runner, a ``payload_contains`` or ``meta_contains`` that is not a JSON object, an
     ``on_parent_failure`` other than 'cancel' or 'run', an ``on_duplicate``
     other than 'keep', 'replace' or 'replace_payload', a ``grant_queue``
     privilege other than 'produce', 'consume' or 'read'.
@@ -119,13 +119,15 @@ class InvalidQueueName(InvalidArgument):
 
 class InvalidPayload(InvalidArgument):
     """JQ002: a payload is NULL or not a JSON object (``'null'``, an array, a
-    string...); or ``payloads`` is NULL or of more than one dimension."""
+    string...); or ``payloads`` is NULL or of more than one dimension; or a
+    job's ``meta`` is not a JSON object, or ``metas`` holds a NULL or
+    non-object, has more than one dimension, or not one element per payload."""
 
     SQLSTATE = "JQ002"
 
 
 class PayloadTooLarge(InvalidArgument):
-    """JQ003: a payload, a job's result, or a running job's progress
+    """JQ003: a payload, a job's meta, a job's result, or a running job's progress
     (``jobq.progress``), is over its queue's ``max_payload_bytes``."""
 
     SQLSTATE = "JQ003"

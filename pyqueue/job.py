@@ -66,6 +66,9 @@ class JobRecord:
     # the last progress reported for the job (jobq 0.11.0), by this attempt
     # or, after a retry, an earlier one: where a handler may resume from.
     progress: Any = None
+    # what the producer attached beside the payload (enqueue's ``meta``,
+    # jobq 0.12.0): tags, the W3C trace context; None when none.
+    meta: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # Private state, not dataclass fields: left out of asdict(), ==, repr().

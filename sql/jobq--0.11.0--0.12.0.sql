@@ -7,6 +7,13 @@
 --     claim a queue learns when its next job falls due.
 --   enqueue, enqueue_many: on_duplicate ('keep', the default; 'replace': debounce; 'replace_payload':
 --     throttle) for keyed jobs (issue 28 §3); new helpers _check_on_duplicate, _replace_job
+--   job metadata (issue 27): new column jobq._job.meta (and jobq._job_archive.meta), a JSON object beside the
+--     payload capped like it (JQ002 not an object, JQ003 over max_payload_bytes; new jobq._check_meta,
+--     jobq._check_metas); enqueue(…, meta jsonb), enqueue_many(…, metas jsonb[]), enqueue_callback(…, meta jsonb)
+--     and jobq._insert_job(…, p_meta) take it (new signatures: DROP and CREATE, GRANTs again); claim returns it
+--     (jobq.job gets the attribute meta; jobq._claim, jobq._lock_ready), jobq.jobs shows it (new last column meta),
+--     _finish_kept keeps it in the archive, retry, retry_dead and _restore_descendants bring it back;
+--     cancel_jobs(…, meta_contains jsonb) cancels only jobs whose meta contains it (@>)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -260,7 +267,7 @@ BEGIN
     )
     SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
            l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
-           l.timeout, l.progress
+           l.timeout, l.progress, l.meta
     FROM leased AS l
     ORDER BY l.priority, l.run_at, l.id;
 END
@@ -289,7 +296,7 @@ BEGIN
         RETURN QUERY
         SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
                j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error,
-               j.group_key, j.timeout, j.progress
+               j.group_key, j.timeout, j.progress, j.meta
         FROM jobq._job AS j
         WHERE j.queue = p_queue AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
           AND j.group_key IS NULL
@@ -305,7 +312,7 @@ BEGIN
     RETURN QUERY
     SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
            j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error, j.group_key,
-           j.timeout, j.progress
+           j.timeout, j.progress, j.meta
     FROM jobq._job AS j
     WHERE j.id = ANY (v_ids)
     ORDER BY j.priority, j.run_at, j.id;
@@ -363,7 +370,606 @@ END
 $$;
 COMMENT ON FUNCTION jobq.next_run_at(text[]) IS
     'The next scheduled time in these queues: the earliest future run_at (a retry in backoff, a delayed job; NULL if none), when an idle worker should claim again.';
--- on_duplicate (issue 28): a new trailing parameter, so DROP and CREATE (and the GRANTs below).
+
+-- job metadata (issue 27)
+ALTER TABLE jobq._job ADD COLUMN meta jsonb;
+COMMENT ON COLUMN jobq._job.meta IS
+    'The JSON object its producer attached beside the payload (enqueue''s meta: tags, W3C trace context), capped like the payload; NULL when none.';
+ALTER TABLE jobq._job_archive ADD COLUMN meta jsonb;
+COMMENT ON COLUMN jobq._job_archive.meta IS 'The job''s meta (enqueue''s meta), kept with it.';
+ALTER TYPE jobq.job ADD ATTRIBUTE meta jsonb;
+COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry). meta: what the producer attached beside the payload (tags, trace context), or NULL.';
+CREATE FUNCTION jobq._check_meta(p_meta jsonb, p_arg text, p_max_bytes integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise JQ002/JQ003 unless p_meta (a job's meta) is NULL (none) or a JSON
+    -- object within the size cap (the queue's max_payload_bytes, as a payload).
+    IF p_meta IS NULL THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(p_meta) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: % must be a JSON object, got %', p_arg, jsonb_typeof(p_meta)
+            USING ERRCODE = 'JQ002',
+                  HINT = 'Pass tags as an object, e.g. ''{"tenant": "acme"}''::jsonb, or NULL for none.';
+    END IF;
+    IF pg_column_size(p_meta) > p_max_bytes THEN
+        RAISE EXCEPTION 'jobq: % is % bytes, over the queue''s cap of % bytes',
+                p_arg, pg_column_size(p_meta), p_max_bytes
+            USING ERRCODE = 'JQ003',
+                  HINT = 'Keep meta small (tags, trace context): store large data in a table, or raise max_payload_bytes with jobq.configure_queue().';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_meta(jsonb, text, integer) IS 'Raises JQ002 for a meta that is neither NULL nor a JSON object, JQ003 when over the size cap.';
+CREATE FUNCTION jobq._check_metas(p_metas jsonb[], p_n integer, p_max_bytes integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bad record;
+BEGIN
+    -- Raise JQ002/JQ003 unless p_metas (enqueue_many's metas, not NULL) is a
+    -- list of p_n JSON objects, each within p_max_bytes; a bad one is named
+    -- by its own subscript (arrays may start at another index than 1).
+    IF array_ndims(p_metas) > 1 THEN
+        RAISE EXCEPTION 'jobq: metas must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_metas), array_dims(p_metas)
+            USING ERRCODE = 'JQ002', HINT = 'Pass a list of JSON objects, one per payload, or metas => NULL.';
+    END IF;
+    IF cardinality(p_metas) <> p_n THEN
+        RAISE EXCEPTION 'jobq: metas has % elements but payloads has %', cardinality(p_metas), p_n
+            USING ERRCODE = 'JQ002', HINT = 'Pass one JSON object (''{}'' for none) per payload, or metas => NULL.';
+    END IF;
+    SELECT m.meta, m.ord INTO v_bad
+    FROM unnest(p_metas) WITH ORDINALITY AS m(meta, ord)
+    WHERE m.meta IS NULL OR jsonb_typeof(m.meta) <> 'object' OR pg_column_size(m.meta) > p_max_bytes
+    ORDER BY m.ord LIMIT 1;
+    IF FOUND THEN
+        IF v_bad.meta IS NULL THEN
+            RAISE EXCEPTION 'jobq: metas[%] must be a JSON object, got NULL', array_lower(p_metas, 1) + v_bad.ord - 1
+                USING ERRCODE = 'JQ002', HINT = 'Pass ''{}'' for a job without meta, or metas => NULL for none.';
+        END IF;
+        PERFORM jobq._check_meta(v_bad.meta, format('metas[%s]', array_lower(p_metas, 1) + v_bad.ord - 1), p_max_bytes);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_metas(jsonb[], integer, integer) IS
+    'Raises JQ002 for metas that are not one JSON object per payload, JQ003 for one over the size cap.';
+DROP FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean);
+CREATE FUNCTION jobq._insert_job(
+    p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
+    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false,
+    p_meta jsonb DEFAULT NULL
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    -- Insert one validated job and wake the queue's workers; with a job_key
+    -- already held by an active job, return that job's id instead, and with
+    -- p_unique_for also the id of the job of that key completed within
+    -- p_unique_for. Loops when the holder finishes between the INSERT and
+    -- the lookup. p_waiting: the job waits for parents (jobq._attach links
+    -- it): status waiting, parked, and no wake-up yet. p_meta: its meta.
+    IF p_unique_for IS NOT NULL THEN
+        SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+        SELECT k.job_id INTO v_id FROM jobq._key_done AS k
+        WHERE k.queue = p_queue AND k.job_key = p_job_key AND k.finished_at > clock_timestamp() - p_unique_for;
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END IF;
+    FOR i IN 1..10 LOOP
+        IF p_waiting THEN
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
+                                   status, parked, has_parents, meta)
+            VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
+                    'waiting', true, true, p_meta)
+            ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+            RETURNING id INTO v_id;
+        ELSE
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout, meta)
+            VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
+                    p_meta)
+            ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+            RETURNING id INTO v_id;
+        END IF;
+        IF v_id IS NOT NULL THEN
+            IF NOT p_waiting THEN
+                PERFORM pg_notify('jobq', p_queue);
+            END IF;
+            RETURN v_id;
+        END IF;
+        SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'jobq: job_key % kept changing hands while enqueueing', pg_catalog.quote_literal(p_job_key)
+        USING ERRCODE = '40001', HINT = 'Retry the transaction.';
+END
+$$;
+COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb) IS
+    'Inserts one validated job (ready, and NOTIFYs; or waiting for parents), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';
+DROP FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer);
+CREATE FUNCTION jobq.enqueue_callback(
+    queue text,
+    payload jsonb,
+    members bigint[],
+    run_at timestamptz DEFAULT pg_catalog.now(),
+    priority integer DEFAULT 0,
+    max_attempts integer DEFAULT NULL,
+    meta jsonb DEFAULT NULL
+) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_settings jobq._queue;
+    v_id bigint;
+BEGIN
+    -- Add a batch callback: a job that waits until every one of members
+    -- (jobs of any queues) has finished — completed, dead or cancelled — and
+    -- then becomes ready exactly once, its payload with "batch": {members,
+    -- completed, dead, cancelled} (jobq's counts replace a "batch" key of
+    -- the payload). Returns its id. A member retried (or restored by a
+    -- retry) while the callback is released but not yet claimed puts it
+    -- back to waiting, to be released once more with the new counts; once
+    -- a worker has claimed it, a retried member does not release it again.
+    -- meta: as jobq.enqueue's.
+    v_settings := jobq._settings(enqueue_callback.queue);
+    PERFORM jobq._check_queue(enqueue_callback.queue, 'queue');
+    PERFORM jobq._check_payload(enqueue_callback.payload, 'payload', v_settings.max_payload_bytes);
+    PERFORM jobq._check_meta(enqueue_callback.meta, 'meta', v_settings.max_payload_bytes);
+    PERFORM jobq._check_time(enqueue_callback.run_at, 'run_at');
+    PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
+    PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue_callback.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_callback.queue LIKE g.queue_like);
+    PERFORM jobq._check_readable_jobs(enqueue_callback.members, 'members');
+    PERFORM jobq._check_parents_issued(enqueue_callback.members, 'members');
+    v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
+                             enqueue_callback.priority,
+                             coalesce(enqueue_callback.max_attempts, v_settings.max_attempts), NULL, NULL,
+                             v_settings.timeout, NULL, true, enqueue_callback.meta);
+    PERFORM jobq._attach(ARRAY[v_id], enqueue_callback.members, 'run', true);
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb) IS
+    'Adds a batch callback: a job released exactly once when all members have finished, with their completed/dead/cancelled counts in its payload.';
+CREATE OR REPLACE FUNCTION jobq._finish_kept(p_ids bigint[], p_lease_tokens uuid[], p_status text, p_error text,
+                                  p_held boolean, p_results jsonb[], p_cause bigint,
+                                  OUT ids bigint[], OUT wake text[], OUT parents bigint[], OUT watched bigint[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- jobq._finish's general case, in one statement: the jobs leave the
+    -- live table as p_status and go to the archive when kept (dead and
+    -- cancelled always, with p_error or their last error; completed ones
+    -- when their queue's retention is over 0 or they carry a result from
+    -- p_results, kept for at least result_retention); those not kept take
+    -- their error history, edges and gates along; a job_key records its
+    -- completion; completed and dead jobs are counted. Returns the ids that
+    -- left, the queues to wake, and the parents and watched jobs among them.
+    WITH gone AS (
+        DELETE FROM jobq._job AS j
+        USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens, p_results) AS u(id, lease_token, result)
+               ORDER BY u.id) AS f
+        WHERE j.id = f.id
+          AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
+          AND (NOT p_held OR j.status = 'ready')
+        RETURNING j.*, CASE WHEN p_status = 'completed' THEN f.result END AS result
+    ), settings AS (
+        SELECT s.*
+        FROM (SELECT DISTINCT g.queue FROM gone AS g) AS q,
+             LATERAL jobq._settings(q.queue) AS s
+    ), kept AS (
+        INSERT INTO jobq._job_archive
+            (id, queue, payload, status, priority, run_at, attempts, max_attempts,
+             job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
+             result, cancelled_by, meta)
+        SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
+               g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
+               coalesce(p_error, g.last_error), g.created_at,
+               CASE WHEN p_held THEN v_now ELSE g.started_at END,
+               v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
+                                   WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
+                                   ELSE s.retention END,
+               g.group_key, g.timeout, g.result, p_cause, g.meta
+        FROM gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL
+    ), forgotten AS (
+        -- Completed jobs the history does not keep take their errors along.
+        DELETE FROM jobq._job_error AS e
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE e.job_id = g.id AND g.last_error IS NOT NULL
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), unlinked AS (
+        -- ... and their edges and gates, when they depended on others.
+        DELETE FROM jobq._job_dep AS d
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE d.child_id = g.id AND g.has_parents
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), ungated AS (
+        DELETE FROM jobq._job_wait AS w
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE w.job_id = g.id AND g.has_parents
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), keyed AS (
+        INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
+        SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g
+        WHERE p_status = 'completed' AND g.job_key IS NOT NULL
+        ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at
+    ), counted AS (
+        INSERT INTO jobq._counter (queue, bucket, completed, dead)
+        SELECT g.queue, date_trunc('minute', now()),
+               count(*) FILTER (WHERE p_status = 'completed'), count(*) FILTER (WHERE p_status = 'dead')
+        FROM gone AS g
+        WHERE p_status IN ('completed', 'dead')
+        GROUP BY g.queue
+    )
+    SELECT array_agg(g.id),
+           array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL),
+           array_agg(g.id) FILTER (WHERE g.has_children),
+           array_agg(g.id) FILTER (WHERE g.watched)
+    INTO ids, wake, parents, watched
+    FROM gone AS g
+    JOIN settings AS s ON s.queue = g.queue;
+END
+$$;
+COMMENT ON FUNCTION jobq._finish_kept(bigint[], uuid[], text, text, boolean, jsonb[], bigint) IS
+    'jobq._finish in general: moves jobs to the archive as they end (or deletes them), with their side rows and counts.';
+CREATE OR REPLACE FUNCTION jobq.retry(id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job jobq._job_archive;
+    v_queue text;
+    v_waits boolean;
+BEGIN
+    -- Run a job again now: a dead or cancelled job comes back with a fresh
+    -- attempt budget, and the descendants its failure cancelled wait for it
+    -- again; a scheduled or backing-off job runs now. A job with parents
+    -- goes through its gate again: ready when they have completed, waiting
+    -- for those live again, or cancelled again at once (returning false)
+    -- when one is dead or cancelled and its on_parent_failure is 'cancel':
+    -- retry that one. False for waiting, running, completed and unknown jobs.
+    IF retry.id IS NULL THEN
+        RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
+    END IF;
+
+    UPDATE jobq._job AS j SET run_at = now()
+    WHERE j.id = retry.id AND j.status = 'ready'
+    RETURNING j.queue INTO v_queue;
+    IF FOUND THEN
+        PERFORM pg_notify('jobq', v_queue);
+        RETURN true;
+    END IF;
+
+    SELECT * INTO v_job FROM jobq._job_archive AS a
+    WHERE a.id = retry.id AND a.status IN ('dead', 'cancelled')
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    v_waits := EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = v_job.id);
+    BEGIN
+        INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
+                               status, parked, meta)
+        VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
+                v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
+                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
+                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits, v_job.meta);
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
+                v_job.id, pg_catalog.quote_literal(v_job.job_key)
+            USING ERRCODE = 'JQ013',
+                  HINT = 'Wait for the active job to finish, or cancel it with jobq.cancel(), then retry.';
+    END;
+    DELETE FROM jobq._job_archive AS a WHERE a.id = v_job.id;
+    IF v_waits THEN
+        -- Through its gate again: released, waiting, or cancelled at once.
+        PERFORM jobq._gate_recount(ARRAY[v_job.id]);
+        PERFORM jobq._settle(ARRAY[v_job.id]);
+        IF NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = v_job.id) THEN
+            RAISE NOTICE 'jobq: job % is cancelled again: % did not complete; retry that job instead',
+                v_job.id, (SELECT 'ancestor job ' || a.cancelled_by FROM jobq._job_archive AS a WHERE a.id = v_job.id);
+            RETURN false;
+        END IF;
+    ELSE
+        PERFORM pg_notify('jobq', v_job.queue);
+    END IF;
+    PERFORM jobq._restore_descendants(v_job.id);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.retry(bigint) IS
+    'Runs a dead, cancelled or scheduled job again now (fresh attempts for dead/cancelled, whose cancelled descendants wait again; one cancelled while waiting waits again); false for waiting, running, completed or unknown ids.';
+CREATE OR REPLACE FUNCTION jobq.retry_dead(queue text) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+-- The argument is named queue, like the column in ON CONFLICT (queue, job_key)
+-- below: resolve unqualified names to columns (the argument is always
+-- written retry_dead.queue).
+#variable_conflict use_column
+DECLARE
+    v_moved bigint[];
+    v_gated bigint[];
+    v_count integer;
+    v_parent bigint;
+BEGIN
+    -- Bring every dead job of a queue back with a fresh attempt budget (one
+    -- with parents through its gate again, as jobq.retry does), and the
+    -- descendants their deaths cancelled back to waiting. Jobs whose
+    -- job_key is held by an active job stay dead (see NOTICE).
+    PERFORM jobq._check_queue(retry_dead.queue, 'queue');
+    WITH dead AS (
+        SELECT a.* FROM jobq._job_archive AS a
+        WHERE a.queue = retry_dead.queue AND a.status = 'dead'
+        ORDER BY a.id
+        FOR UPDATE SKIP LOCKED
+    ), moved AS (
+        INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
+                               status, parked, meta)
+        SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
+               d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
+               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
+               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL, d.meta
+        FROM dead AS d
+        LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
+        ORDER BY d.id
+        ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+        RETURNING id, has_children, status
+    ), removed AS (
+        DELETE FROM jobq._job_archive AS a USING moved AS m WHERE a.id = m.id
+        RETURNING a.id, m.has_children, m.status
+    )
+    SELECT coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.has_children), '{}'),
+           coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.status = 'waiting'), '{}'),
+           count(*)
+    INTO v_moved, v_gated, v_count
+    FROM removed AS r;
+    IF v_count > 0 THEN
+        PERFORM pg_notify('jobq', retry_dead.queue);
+    END IF;
+    IF cardinality(v_gated) > 0 THEN
+        -- Jobs with parents go through their gates again (all of them
+        -- dead, so their parents finished: mostly released at once).
+        PERFORM jobq._gate_recount(v_gated);
+        PERFORM jobq._finish_dependents(jobq._settle(v_gated), 'cancelled');
+    END IF;
+    FOREACH v_parent IN ARRAY v_moved LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = v_parent);
+        PERFORM jobq._restore_descendants(v_parent);
+    END LOOP;
+    IF EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.queue = retry_dead.queue AND a.status = 'dead') THEN
+        RAISE NOTICE 'jobq: some dead jobs of queue % stay dead: their job_key is held by an active job',
+            pg_catalog.quote_literal(retry_dead.queue);
+    END IF;
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION jobq.retry_dead(text) IS
+    'Brings every dead job of a queue back with a fresh attempt budget (and the descendants their deaths cancelled); returns how many.';
+CREATE OR REPLACE FUNCTION jobq._restore_descendants(p_root bigint) RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    v_set bigint[];
+    v_blocked bigint[];
+    v_moved bigint[];
+    v_gates bigint[];
+    v_cancelled bigint[];
+BEGIN
+    -- p_root (dead or cancelled) is live again (jobq.retry): bring back the
+    -- descendants its failure cancelled (cancelled_by = p_root) as waiting,
+    -- put the children its failure (or theirs) released and nobody claimed
+    -- back to waiting, and recount the gates of the waiting children of all
+    -- of these, which counted them as failed. A descendant with another dead or cancelled parent
+    -- outside that set stays cancelled, re-rooted to that parent's root (a
+    -- retry of that one restores it), and so do its own descendants in the
+    -- set. One whose job_key an active job now holds stays cancelled.
+    -- Returns how many came back.
+    v_set := ARRAY(SELECT a.id FROM jobq._job_archive AS a
+                   WHERE a.cancelled_by = p_root AND a.status = 'cancelled'
+                   ORDER BY a.id
+                   FOR UPDATE);
+    LOOP
+        v_blocked := ARRAY(
+            SELECT DISTINCT d.child_id
+            FROM jobq._job_dep AS d
+            JOIN jobq._job_archive AS a ON a.id = d.parent_id AND a.status IN ('dead', 'cancelled')
+            WHERE d.child_id = ANY (v_set) AND a.id <> ALL (v_set));
+        EXIT WHEN cardinality(v_blocked) = 0;
+        UPDATE jobq._job_archive AS c
+        SET cancelled_by = (SELECT min(coalesce(p.cancelled_by, p.id))
+                            FROM jobq._job_dep AS d
+                            JOIN jobq._job_archive AS p ON p.id = d.parent_id AND p.status IN ('dead', 'cancelled')
+                            WHERE d.child_id = c.id AND p.id <> ALL (v_set))
+        WHERE c.id = ANY (v_blocked);
+        v_set := ARRAY(SELECT u.id FROM unnest(v_set) AS u(id) WHERE u.id <> ALL (v_blocked));
+    END LOOP;
+    IF cardinality(v_set) > 0 THEN
+        WITH moved AS (
+            INSERT INTO jobq._job (id, queue, payload, status, parked, priority, run_at, attempts, max_attempts,
+                                   job_key, created_at, group_key, timeout, has_children, has_parents, meta)
+            SELECT a.id, a.queue, a.payload, 'waiting', true, a.priority, a.run_at, a.attempts, a.max_attempts,
+                   a.job_key, a.created_at, a.group_key, a.timeout,
+                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true, a.meta
+            FROM jobq._job_archive AS a
+            WHERE a.id = ANY (v_set)
+            ORDER BY a.id
+            ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+            RETURNING id
+        )
+        SELECT coalesce(array_agg(m.id ORDER BY m.id), '{}') INTO v_moved FROM moved AS m;
+        DELETE FROM jobq._job_archive AS a WHERE a.id = ANY (v_moved);
+        IF cardinality(v_moved) < cardinality(v_set) THEN
+            RAISE NOTICE 'jobq: % descendants of job % stay cancelled: their job_key is held by an active job',
+                cardinality(v_set) - cardinality(v_moved), p_root;
+        END IF;
+        -- They kept their gates (and on_parent_failure) when cancelled.
+        INSERT INTO jobq._job_wait (job_id, parents_left, on_parent_failure)
+        SELECT m.id, 0, 'cancel' FROM unnest(v_moved) AS m(id)
+        ON CONFLICT (job_id) DO NOTHING;
+    ELSE
+        v_moved := '{}';
+    END IF;
+    -- Children of p_root or of those moved back that a failure released
+    -- ('run' children, batch callbacks) and no worker has claimed yet wait
+    -- again: a parent of theirs is live again. (One claimed meanwhile runs
+    -- with the counts it was released with.)
+    UPDATE jobq._job AS j SET status = 'waiting', parked = true
+    WHERE j.id IN (SELECT r.id FROM jobq._job AS r
+                   WHERE r.id IN (SELECT d.child_id FROM jobq._job_dep AS d
+                                  WHERE d.parent_id = p_root OR d.parent_id = ANY (v_moved))
+                     AND r.status = 'ready'
+                     AND EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = r.id)
+                   ORDER BY r.id
+                   FOR NO KEY UPDATE OF r);
+    -- The gates to recount: those moved back, and the waiting children of
+    -- p_root and of those moved back (the gates of finished ones are
+    -- recounted by their own retry).
+    v_gates := ARRAY(SELECT w.job_id FROM jobq._job_wait AS w
+                     JOIN jobq._job AS j ON j.id = w.job_id AND j.status = 'waiting'
+                     WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d
+                                        WHERE d.parent_id = p_root OR d.parent_id = ANY (v_moved))
+                        OR w.job_id = ANY (v_moved)
+                     ORDER BY w.job_id);
+    PERFORM jobq._gate_recount(v_gates);
+    v_cancelled := jobq._settle(v_gates);
+    IF cardinality(v_cancelled) > 0 THEN
+        PERFORM jobq._finish_dependents(v_cancelled, 'cancelled');
+    END IF;
+    RETURN cardinality(v_moved);
+END
+$$;
+COMMENT ON FUNCTION jobq._restore_descendants(bigint) IS
+    'After a retry of a dead or cancelled job: its cascade-cancelled descendants wait again (unless another failed parent holds them).';
+DROP FUNCTION jobq.cancel_jobs(text, text, jsonb);
+CREATE FUNCTION jobq.cancel_jobs(
+    queue text, status text DEFAULT NULL, payload_contains jsonb DEFAULT NULL, meta_contains jsonb DEFAULT NULL
+) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids bigint[];
+    v_tokens uuid[];
+    v_gone bigint[];
+BEGIN
+    -- Cancel the live jobs of a queue, as jobq.cancel() does one by one:
+    -- every one (status NULL), or those ready now, scheduled for later,
+    -- running or waiting for parents; only those whose payload contains
+    -- payload_contains (@>) when given, and whose meta contains
+    -- meta_contains when that is given. Running jobs' holders are notified
+    -- (jobq._notify_cancelled) and lose their lease; dependents follow as
+    -- after jobq.cancel(). Returns how many.
+    PERFORM jobq._check_queue(cancel_jobs.queue, 'queue');
+    IF cancel_jobs.status IS NOT NULL AND cancel_jobs.status NOT IN ('ready', 'scheduled', 'running', 'waiting') THEN
+        RAISE EXCEPTION 'jobq: status must be NULL (every live job), ''ready'', ''scheduled'', ''running'' or ''waiting'', got %',
+                pg_catalog.quote_literal(pg_catalog.left(cancel_jobs.status, 100))
+            USING ERRCODE = 'JQ017', HINT = 'Dead jobs are finished already: remove them with jobq.discard_dead().';
+    END IF;
+    IF jsonb_typeof(cancel_jobs.payload_contains) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: payload_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.payload_contains)
+            USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"customer": 42}''::jsonb: jobs whose payload contains it.';
+    END IF;
+    IF jsonb_typeof(cancel_jobs.meta_contains) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: meta_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.meta_contains)
+            USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"tenant": "acme"}''::jsonb: jobs whose meta contains it.';
+    END IF;
+    -- Locked in id order (as jobq._finish goes), with the running ones' lease tokens.
+    SELECT array_agg(c.id ORDER BY c.id), array_agg(c.lease_token ORDER BY c.id) INTO v_ids, v_tokens
+    FROM (SELECT j.id, j.lease_token FROM jobq._job AS j
+          WHERE j.queue = cancel_jobs.queue
+            AND CASE cancel_jobs.status
+                    WHEN 'ready' THEN j.status = 'ready' AND j.run_at <= now()
+                    WHEN 'scheduled' THEN j.status = 'ready' AND j.run_at > now()
+                    WHEN 'running' THEN j.status = 'running'
+                    WHEN 'waiting' THEN j.status = 'waiting'
+                    ELSE true END
+            AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
+            AND (cancel_jobs.meta_contains IS NULL OR j.meta @> cancel_jobs.meta_contains)
+          ORDER BY j.id
+          FOR UPDATE OF j) AS c;
+    v_gone := ARRAY(SELECT f.id FROM jobq._finish(p_ids => coalesce(v_ids, '{}'), p_lease_tokens => NULL, p_status => 'cancelled',
+                                                  p_error => 'cancelled by ' || session_user) AS f(id));
+    IF cardinality(array_remove(v_tokens, NULL)) > 0 THEN
+        PERFORM jobq._notify_cancelled(ARRAY(SELECT u.id FROM unnest(v_ids, v_tokens) AS u(id, token)
+                                             WHERE u.token IS NOT NULL AND u.id = ANY (v_gone) ORDER BY u.id),
+                                       ARRAY(SELECT u.token FROM unnest(v_ids, v_tokens) AS u(id, token)
+                                             WHERE u.token IS NOT NULL AND u.id = ANY (v_gone) ORDER BY u.id));
+    END IF;
+    RETURN cardinality(v_gone);
+END
+$$;
+COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb, jsonb) IS
+    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload or meta contains a filter); returns how many (running ones'' holders are notified).';
+CREATE OR REPLACE VIEW jobq.jobs AS
+    -- Every job jobq still knows, live or finished, with one status column:
+    -- waiting (for parents), ready, scheduled, running, completed, dead or
+    -- cancelled. heartbeat_at: the last heartbeat of a running job's lease
+    -- (NULL before its first, and for jobs not running). result: what a
+    -- completed job reported; cancelled_by: the ancestor whose failure
+    -- cancelled it; progress: what a live job last reported (jobq.progress),
+    -- NULL once it finished. Paged newest first by id within a queue, both halves
+    -- read an index (the primary key, and (queue, id) of the archive).
+    -- Jobs of a queue with read grants (jobq.grant_queue) show only to the
+    -- roles that hold one and jobq_admin; while no read grant exists, one
+    -- look at an empty table decides for every row. The filter stands
+    -- outside the UNION ALL: a subquery in a half's WHERE would keep the
+    -- planner from merging the halves' index scans.
+    SELECT u.*
+    FROM (
+        SELECT j.id, j.queue, j.payload,
+               CASE WHEN j.status = 'ready' AND j.run_at > now() THEN 'scheduled' ELSE j.status END AS status,
+               j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
+               j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
+               j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by,
+               j.progress, j.meta
+        FROM jobq._job AS j
+        UNION ALL
+        SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
+               a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
+               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by, NULL::jsonb, a.meta
+        FROM jobq._job_archive AS a
+    ) AS u
+    WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
+       OR coalesce((SELECT bool_or(p.held) FROM jobq._read_pattern AS p
+                    WHERE u.queue LIKE p.queue_like), true);
+COMMENT ON VIEW jobq.jobs IS 'All live and finished jobs with a single status column (for operators).';
+
+-- meta (issue 27) and on_duplicate (issue 28): new trailing parameters, so DROP and CREATE (and the GRANTs below).
 DROP FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text);
 DROP FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text);
 CREATE FUNCTION jobq._check_on_duplicate(p_on_duplicate text, p_keyed boolean, p_key_arg text) RETURNS void
@@ -395,7 +1001,7 @@ COMMENT ON FUNCTION jobq._check_on_duplicate(text, boolean, text) IS
 CREATE FUNCTION jobq._replace_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean,
-    p_payload_only boolean
+    p_payload_only boolean, p_meta jsonb
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -406,8 +1012,9 @@ DECLARE
 BEGIN
     -- Enqueue with on_duplicate 'replace' (p_payload_only false) or
     -- 'replace_payload' (true) and a validated job_key: the waiting, ready
-    -- or scheduled job holding the key takes the new payload (and, with
-    -- 'replace', run_at and priority; its id, attempts, max_attempts,
+    -- or scheduled job holding the key takes the new payload and meta (p_meta,
+    -- which goes with the payload: the trace context of the last enqueue)
+    -- (and, with 'replace', run_at and priority; its id, attempts, max_attempts,
     -- group_key, timeout and parents stay); else a new job is inserted as
     -- jobq._insert_job does. A running holder is never changed but for one
     -- thing: it hands the key over (its job_key becomes NULL), so that the
@@ -426,11 +1033,12 @@ BEGIN
     END IF;
     FOR i IN 1..10 LOOP
         INSERT INTO jobq._job AS j (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                    status, parked, has_parents)
+                                    status, parked, has_parents, meta)
         VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting)
+                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting, p_meta)
         ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO UPDATE
             SET payload = excluded.payload,
+                meta = excluded.meta,
                 run_at = CASE WHEN p_payload_only THEN j.run_at ELSE excluded.run_at END,
                 priority = CASE WHEN p_payload_only THEN j.priority ELSE excluded.priority END
             WHERE j.status <> 'running'
@@ -449,7 +1057,7 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean) IS
+COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb) IS
     'Enqueue with on_duplicate replace/replace_payload: updates the waiting, ready or scheduled job holding the key, else inserts (a running holder hands the key over).';
 CREATE FUNCTION jobq.enqueue(
     queue text,
@@ -463,6 +1071,7 @@ CREATE FUNCTION jobq.enqueue(
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
+    meta jsonb DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -480,31 +1089,35 @@ BEGIN
     -- handler run. depends_on: the job waits until those jobs completed;
     -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
     -- (and its own dependents), 'run' runs it once all have finished.
+    -- meta: a JSON object kept beside the payload (tags, trace context),
+    -- capped like it.
     -- on_duplicate (with job_key): 'keep' returns the holder of the key as
     -- said; 'replace' gives a waiting, ready or scheduled holder the new
-    -- payload, run_at and priority (debounce), 'replace_payload' only the
-    -- payload (throttle); a running holder is left as it is and hands the
+    -- payload, meta, run_at and priority (debounce), 'replace_payload' only the
+    -- payload and meta (throttle); a running holder is left as it is and hands the
     -- key to a new job (jobq._replace_job).
     IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
        AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
        AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
        AND enqueue.on_duplicate IS NOT DISTINCT FROM 'keep'
        AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
+       AND (enqueue.meta IS NULL OR jsonb_typeof(enqueue.meta) = 'object')
        AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
                                  NULL, NULL) THEN
         -- The common case (no key, group, timeout or parents) in one
         -- statement: the queue's settings read in it, and no row when the
-        -- payload is over the queue's max_payload_bytes or some per-queue
+        -- payload (or meta) is over the queue's max_payload_bytes or some per-queue
         -- produce grant matches the queue; then the general path below
         -- raises the error, or checks the privilege and inserts. No key:
         -- nothing to conflict with. (Each helper call saved is a function
         -- call with pinned settings; a single-job enqueue pays them all.)
-        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout)
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout, meta)
         SELECT enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
-               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout
+               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout, enqueue.meta
         FROM jobq._queue_defaults AS d
         LEFT JOIN jobq._queue AS q ON q.queue = enqueue.queue
         WHERE pg_column_size(enqueue.payload) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
+          AND coalesce(pg_column_size(enqueue.meta), 0) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
           AND NOT EXISTS (SELECT FROM jobq._queue_grant AS g
                           WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like)
         RETURNING id INTO v_id;
@@ -518,6 +1131,9 @@ BEGIN
                                   enqueue.job_key, enqueue.group_key)
             AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
                          AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)
+            AND (enqueue.meta IS NULL
+                 OR coalesce(jsonb_typeof(enqueue.meta) = 'object'
+                             AND pg_column_size(enqueue.meta) <= v_settings.max_payload_bytes, false))
             AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
             AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
             AND coalesce(enqueue.on_duplicate = 'keep'
@@ -525,6 +1141,7 @@ BEGIN
                          false)) THEN
         PERFORM jobq._check_queue(enqueue.queue, 'queue');
         PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
+        PERFORM jobq._check_meta(enqueue.meta, 'meta', v_settings.max_payload_bytes);
         PERFORM jobq._check_time(enqueue.run_at, 'run_at');
         PERFORM jobq._check_job_options(enqueue.priority, enqueue.max_attempts);
         PERFORM jobq._check_job_key(enqueue.job_key, 'job_key');
@@ -549,7 +1166,7 @@ BEGIN
                                   coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                   enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout),
                                   enqueue.unique_for, coalesce(cardinality(enqueue.depends_on), 0) > 0,
-                                  enqueue.on_duplicate = 'replace_payload');
+                                  enqueue.on_duplicate = 'replace_payload', enqueue.meta);
         IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
             PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
         END IF;
@@ -558,20 +1175,21 @@ BEGIN
     IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
-                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
+                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
+                                p_meta => enqueue.meta);
     END IF;
     PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
     PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                              enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
-                             true);
+                             true, enqueue.meta);
     PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text) IS
-    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs.';
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text) IS
+    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs; meta is a JSON object kept beside the payload.';
 CREATE FUNCTION jobq.enqueue_many(
     queue text,
     payloads jsonb[],
@@ -584,6 +1202,7 @@ CREATE FUNCTION jobq.enqueue_many(
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
+    metas jsonb[] DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -602,8 +1221,10 @@ BEGIN
     -- group_key, they join that serial group in payload order. timeout,
     -- unique_for, depends_on and on_parent_failure apply to every job, as in
     -- jobq.enqueue (unique_for to those with a key): with depends_on, every
-    -- job waits for the same parents. on_duplicate applies to every job with
-    -- a key, as in jobq.enqueue; a key repeated in one call: the last wins.
+    -- job waits for the same parents. metas: NULL, or one JSON object per
+    -- payload, each job's meta (as jobq.enqueue's). on_duplicate applies to
+    -- every job with a key, as in jobq.enqueue; a key repeated in one call:
+    -- the last wins.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
@@ -634,6 +1255,9 @@ BEGIN
                                     format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
                                     v_settings.max_payload_bytes);
     END IF;
+    IF enqueue_many.metas IS NOT NULL THEN
+        PERFORM jobq._check_metas(enqueue_many.metas, v_n, v_settings.max_payload_bytes);
+    END IF;
 
     IF v_waiting THEN
         PERFORM jobq._check_readable_jobs(enqueue_many.depends_on, 'depends_on');
@@ -644,11 +1268,11 @@ BEGIN
         -- sorting the returned ids gives payload order.
         RETURN QUERY
         WITH ins AS (
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, meta)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout)
-            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+                   coalesce(enqueue_many.timeout, v_settings.timeout), p.meta
+            FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
         )
@@ -660,11 +1284,11 @@ BEGIN
         -- No keys, with parents: one INSERT of waiting jobs, then their links.
         WITH ins AS (
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
-                                   status, parked, has_parents)
+                                   status, parked, has_parents, meta)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true
-            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta
+            FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
         )
@@ -676,8 +1300,9 @@ BEGIN
 
     PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
     FOR v_item IN
-        SELECT x.payload, x.job_key
-        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
+        SELECT x.payload, x.job_key, x.meta
+        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys, enqueue_many.metas)
+             WITH ORDINALITY AS x(payload, job_key, meta, ord)
         ORDER BY x.ord
     LOOP
         IF enqueue_many.on_duplicate = 'keep' OR v_item.job_key IS NULL THEN
@@ -686,7 +1311,7 @@ BEGIN
                                                coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
                                                v_item.job_key, enqueue_many.group_key,
                                                coalesce(enqueue_many.timeout, v_settings.timeout),
-                                               enqueue_many.unique_for, v_waiting);
+                                               enqueue_many.unique_for, v_waiting, v_item.meta);
         ELSE
             v_ids := v_ids || jobq._replace_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
                                                 enqueue_many.priority,
@@ -694,7 +1319,7 @@ BEGIN
                                                 v_item.job_key, enqueue_many.group_key,
                                                 coalesce(enqueue_many.timeout, v_settings.timeout),
                                                 enqueue_many.unique_for, v_waiting,
-                                                enqueue_many.on_duplicate = 'replace_payload');
+                                                enqueue_many.on_duplicate = 'replace_payload', v_item.meta);
         END IF;
     END LOOP;
     IF v_waiting THEN
@@ -703,18 +1328,20 @@ BEGIN
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text) IS
-    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs.';
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs; metas gives each its meta.';
 
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
 TO jobq_producer;
+GRANT EXECUTE ON FUNCTION jobq.cancel_jobs(text, text, jsonb, jsonb) TO jobq_admin;
+GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb) TO jobq_producer;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

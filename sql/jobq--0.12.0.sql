@@ -139,6 +139,7 @@ CREATE TABLE jobq._job (
     -- update writes no indexed value and stays HOT.
     parked_expires_at timestamptz GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED,
     progress          jsonb,
+    meta              jsonb,
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -179,6 +180,8 @@ COMMENT ON COLUMN jobq._job.parked_expires_at IS
     'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
 COMMENT ON COLUMN jobq._job.progress IS
     'The last progress its holder reported (jobq.progress: any small JSON value); kept while the job is live, so that a later attempt can resume from it.';
+COMMENT ON COLUMN jobq._job.meta IS
+    'The JSON object its producer attached beside the payload (enqueue''s meta: tags, W3C trace context), capped like the payload; NULL when none.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is
@@ -237,6 +240,7 @@ CREATE TABLE jobq._job_archive (
     timeout       interval,
     result        jsonb,
     cancelled_by  bigint,
+    meta          jsonb,
     CONSTRAINT job_archive_status_valid CHECK (status IN ('completed', 'dead', 'cancelled'))
 ) PARTITION BY RANGE (prune_after);
 COMMENT ON TABLE jobq._job_archive IS
@@ -246,6 +250,7 @@ COMMENT ON COLUMN jobq._job_archive.prune_after IS
 COMMENT ON COLUMN jobq._job_archive.result IS 'What the job''s complete() reported (any JSON value); NULL when none.';
 COMMENT ON COLUMN jobq._job_archive.cancelled_by IS
     'The ancestor whose death or cancellation cancelled this job (the root of the cascade); jobq.retry of it restores this job.';
+COMMENT ON COLUMN jobq._job_archive.meta IS 'The job''s meta (enqueue''s meta), kept with it.';
 
 -- The default partition: rows kept until retried (NULL prune_after: dead
 -- and cancelled jobs of queues without dead_retention, the default), and
@@ -524,9 +529,10 @@ CREATE TYPE jobq.job AS (
     last_error        text,
     group_key         text,
     timeout           interval,
-    progress          jsonb
+    progress          jsonb,
+    meta              jsonb
 );
-COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry).';
+COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry). meta: what the producer attached beside the payload (tags, trace context), or NULL.';
 
 ---------------------------------------------------------------------------
 -- 3. validation helpers
@@ -569,6 +575,31 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq._check_payload(jsonb, text, integer) IS 'Raises JQ002 for a payload that is not a JSON object, JQ003 when over the size cap.';
+
+CREATE FUNCTION jobq._check_meta(p_meta jsonb, p_arg text, p_max_bytes integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise JQ002/JQ003 unless p_meta (a job's meta) is NULL (none) or a JSON
+    -- object within the size cap (the queue's max_payload_bytes, as a payload).
+    IF p_meta IS NULL THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(p_meta) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: % must be a JSON object, got %', p_arg, jsonb_typeof(p_meta)
+            USING ERRCODE = 'JQ002',
+                  HINT = 'Pass tags as an object, e.g. ''{"tenant": "acme"}''::jsonb, or NULL for none.';
+    END IF;
+    IF pg_column_size(p_meta) > p_max_bytes THEN
+        RAISE EXCEPTION 'jobq: % is % bytes, over the queue''s cap of % bytes',
+                p_arg, pg_column_size(p_meta), p_max_bytes
+            USING ERRCODE = 'JQ003',
+                  HINT = 'Keep meta small (tags, trace context): store large data in a table, or raise max_payload_bytes with jobq.configure_queue().';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_meta(jsonb, text, integer) IS 'Raises JQ002 for a meta that is neither NULL nor a JSON object, JQ003 when over the size cap.';
 
 CREATE FUNCTION jobq._check_time(p_value timestamptz, p_arg text) RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -1253,7 +1284,7 @@ BEGIN
         INSERT INTO jobq._job_archive
             (id, queue, payload, status, priority, run_at, attempts, max_attempts,
              job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
-             result, cancelled_by)
+             result, cancelled_by, meta)
         SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
                g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
                coalesce(p_error, g.last_error), g.created_at,
@@ -1261,7 +1292,7 @@ BEGIN
                v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
                                    WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
                                    ELSE s.retention END,
-               g.group_key, g.timeout, g.result, p_cause
+               g.group_key, g.timeout, g.result, p_cause, g.meta
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue
         WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL
@@ -1475,7 +1506,8 @@ COMMENT ON FUNCTION jobq._enqueue_args_ok(text, timestamptz, integer, integer, t
 
 CREATE FUNCTION jobq._insert_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
-    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false
+    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false,
+    p_meta jsonb DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1488,7 +1520,7 @@ BEGIN
     -- p_unique_for also the id of the job of that key completed within
     -- p_unique_for. Loops when the holder finishes between the INSERT and
     -- the lookup. p_waiting: the job waits for parents (jobq._attach links
-    -- it): status waiting, parked, and no wake-up yet.
+    -- it): status waiting, parked, and no wake-up yet. p_meta: its meta.
     IF p_unique_for IS NOT NULL THEN
         SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
         IF v_id IS NOT NULL THEN
@@ -1503,14 +1535,15 @@ BEGIN
     FOR i IN 1..10 LOOP
         IF p_waiting THEN
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                   status, parked, has_parents)
+                                   status, parked, has_parents, meta)
             VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                    'waiting', true, true)
+                    'waiting', true, true, p_meta)
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         ELSE
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout)
-            VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout, meta)
+            VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
+                    p_meta)
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         END IF;
@@ -1529,13 +1562,13 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean) IS
+COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb) IS
     'Inserts one validated job (ready, and NOTIFYs; or waiting for parents), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';
 
 CREATE FUNCTION jobq._replace_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean,
-    p_payload_only boolean
+    p_payload_only boolean, p_meta jsonb
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1546,8 +1579,9 @@ DECLARE
 BEGIN
     -- Enqueue with on_duplicate 'replace' (p_payload_only false) or
     -- 'replace_payload' (true) and a validated job_key: the waiting, ready
-    -- or scheduled job holding the key takes the new payload (and, with
-    -- 'replace', run_at and priority; its id, attempts, max_attempts,
+    -- or scheduled job holding the key takes the new payload and meta (p_meta,
+    -- which goes with the payload: the trace context of the last enqueue)
+    -- (and, with 'replace', run_at and priority; its id, attempts, max_attempts,
     -- group_key, timeout and parents stay); else a new job is inserted as
     -- jobq._insert_job does. A running holder is never changed but for one
     -- thing: it hands the key over (its job_key becomes NULL), so that the
@@ -1566,11 +1600,12 @@ BEGIN
     END IF;
     FOR i IN 1..10 LOOP
         INSERT INTO jobq._job AS j (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                    status, parked, has_parents)
+                                    status, parked, has_parents, meta)
         VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting)
+                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting, p_meta)
         ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO UPDATE
             SET payload = excluded.payload,
+                meta = excluded.meta,
                 run_at = CASE WHEN p_payload_only THEN j.run_at ELSE excluded.run_at END,
                 priority = CASE WHEN p_payload_only THEN j.priority ELSE excluded.priority END
             WHERE j.status <> 'running'
@@ -1589,7 +1624,7 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean) IS
+COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb) IS
     'Enqueue with on_duplicate replace/replace_payload: updates the waiting, ready or scheduled job holding the key, else inserts (a running holder hands the key over).';
 
 CREATE FUNCTION jobq._check_enqueue_many_args(
@@ -1655,6 +1690,41 @@ END
 $$;
 COMMENT ON FUNCTION jobq._check_job_keys(text[], integer) IS
     'Raises JQ009 for job_keys that are not one key (or NULL) per payload, each NULL or 1 to 512 characters.';
+
+CREATE FUNCTION jobq._check_metas(p_metas jsonb[], p_n integer, p_max_bytes integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bad record;
+BEGIN
+    -- Raise JQ002/JQ003 unless p_metas (enqueue_many's metas, not NULL) is a
+    -- list of p_n JSON objects, each within p_max_bytes; a bad one is named
+    -- by its own subscript (arrays may start at another index than 1).
+    IF array_ndims(p_metas) > 1 THEN
+        RAISE EXCEPTION 'jobq: metas must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_metas), array_dims(p_metas)
+            USING ERRCODE = 'JQ002', HINT = 'Pass a list of JSON objects, one per payload, or metas => NULL.';
+    END IF;
+    IF cardinality(p_metas) <> p_n THEN
+        RAISE EXCEPTION 'jobq: metas has % elements but payloads has %', cardinality(p_metas), p_n
+            USING ERRCODE = 'JQ002', HINT = 'Pass one JSON object (''{}'' for none) per payload, or metas => NULL.';
+    END IF;
+    SELECT m.meta, m.ord INTO v_bad
+    FROM unnest(p_metas) WITH ORDINALITY AS m(meta, ord)
+    WHERE m.meta IS NULL OR jsonb_typeof(m.meta) <> 'object' OR pg_column_size(m.meta) > p_max_bytes
+    ORDER BY m.ord LIMIT 1;
+    IF FOUND THEN
+        IF v_bad.meta IS NULL THEN
+            RAISE EXCEPTION 'jobq: metas[%] must be a JSON object, got NULL', array_lower(p_metas, 1) + v_bad.ord - 1
+                USING ERRCODE = 'JQ002', HINT = 'Pass ''{}'' for a job without meta, or metas => NULL for none.';
+        END IF;
+        PERFORM jobq._check_meta(v_bad.meta, format('metas[%s]', array_lower(p_metas, 1) + v_bad.ord - 1), p_max_bytes);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_metas(jsonb[], integer, integer) IS
+    'Raises JQ002 for metas that are not one JSON object per payload, JQ003 for one over the size cap.';
 
 CREATE FUNCTION jobq._error_text(p_error text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -2123,10 +2193,10 @@ BEGIN
     IF cardinality(v_set) > 0 THEN
         WITH moved AS (
             INSERT INTO jobq._job (id, queue, payload, status, parked, priority, run_at, attempts, max_attempts,
-                                   job_key, created_at, group_key, timeout, has_children, has_parents)
+                                   job_key, created_at, group_key, timeout, has_children, has_parents, meta)
             SELECT a.id, a.queue, a.payload, 'waiting', true, a.priority, a.run_at, a.attempts, a.max_attempts,
                    a.job_key, a.created_at, a.group_key, a.timeout,
-                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true
+                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true, a.meta
             FROM jobq._job_archive AS a
             WHERE a.id = ANY (v_set)
             ORDER BY a.id
@@ -3146,6 +3216,7 @@ CREATE FUNCTION jobq.enqueue(
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
+    meta jsonb DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -3163,31 +3234,35 @@ BEGIN
     -- handler run. depends_on: the job waits until those jobs completed;
     -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
     -- (and its own dependents), 'run' runs it once all have finished.
+    -- meta: a JSON object kept beside the payload (tags, trace context),
+    -- capped like it.
     -- on_duplicate (with job_key): 'keep' returns the holder of the key as
     -- said; 'replace' gives a waiting, ready or scheduled holder the new
-    -- payload, run_at and priority (debounce), 'replace_payload' only the
-    -- payload (throttle); a running holder is left as it is and hands the
+    -- payload, meta, run_at and priority (debounce), 'replace_payload' only the
+    -- payload and meta (throttle); a running holder is left as it is and hands the
     -- key to a new job (jobq._replace_job).
     IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
        AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
        AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
        AND enqueue.on_duplicate IS NOT DISTINCT FROM 'keep'
        AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
+       AND (enqueue.meta IS NULL OR jsonb_typeof(enqueue.meta) = 'object')
        AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
                                  NULL, NULL) THEN
         -- The common case (no key, group, timeout or parents) in one
         -- statement: the queue's settings read in it, and no row when the
-        -- payload is over the queue's max_payload_bytes or some per-queue
+        -- payload (or meta) is over the queue's max_payload_bytes or some per-queue
         -- produce grant matches the queue; then the general path below
         -- raises the error, or checks the privilege and inserts. No key:
         -- nothing to conflict with. (Each helper call saved is a function
         -- call with pinned settings; a single-job enqueue pays them all.)
-        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout)
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout, meta)
         SELECT enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
-               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout
+               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout, enqueue.meta
         FROM jobq._queue_defaults AS d
         LEFT JOIN jobq._queue AS q ON q.queue = enqueue.queue
         WHERE pg_column_size(enqueue.payload) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
+          AND coalesce(pg_column_size(enqueue.meta), 0) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
           AND NOT EXISTS (SELECT FROM jobq._queue_grant AS g
                           WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like)
         RETURNING id INTO v_id;
@@ -3201,6 +3276,9 @@ BEGIN
                                   enqueue.job_key, enqueue.group_key)
             AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
                          AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)
+            AND (enqueue.meta IS NULL
+                 OR coalesce(jsonb_typeof(enqueue.meta) = 'object'
+                             AND pg_column_size(enqueue.meta) <= v_settings.max_payload_bytes, false))
             AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
             AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
             AND coalesce(enqueue.on_duplicate = 'keep'
@@ -3208,6 +3286,7 @@ BEGIN
                          false)) THEN
         PERFORM jobq._check_queue(enqueue.queue, 'queue');
         PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
+        PERFORM jobq._check_meta(enqueue.meta, 'meta', v_settings.max_payload_bytes);
         PERFORM jobq._check_time(enqueue.run_at, 'run_at');
         PERFORM jobq._check_job_options(enqueue.priority, enqueue.max_attempts);
         PERFORM jobq._check_job_key(enqueue.job_key, 'job_key');
@@ -3232,7 +3311,7 @@ BEGIN
                                   coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                   enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout),
                                   enqueue.unique_for, coalesce(cardinality(enqueue.depends_on), 0) > 0,
-                                  enqueue.on_duplicate = 'replace_payload');
+                                  enqueue.on_duplicate = 'replace_payload', enqueue.meta);
         IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
             PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
         END IF;
@@ -3241,20 +3320,21 @@ BEGIN
     IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
-                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
+                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
+                                p_meta => enqueue.meta);
     END IF;
     PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
     PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                              enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
-                             true);
+                             true, enqueue.meta);
     PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text) IS
-    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs.';
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text) IS
+    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs; meta is a JSON object kept beside the payload.';
 
 CREATE FUNCTION jobq.enqueue_many(
     queue text,
@@ -3268,6 +3348,7 @@ CREATE FUNCTION jobq.enqueue_many(
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
+    metas jsonb[] DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -3286,8 +3367,10 @@ BEGIN
     -- group_key, they join that serial group in payload order. timeout,
     -- unique_for, depends_on and on_parent_failure apply to every job, as in
     -- jobq.enqueue (unique_for to those with a key): with depends_on, every
-    -- job waits for the same parents. on_duplicate applies to every job with
-    -- a key, as in jobq.enqueue; a key repeated in one call: the last wins.
+    -- job waits for the same parents. metas: NULL, or one JSON object per
+    -- payload, each job's meta (as jobq.enqueue's). on_duplicate applies to
+    -- every job with a key, as in jobq.enqueue; a key repeated in one call:
+    -- the last wins.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
@@ -3318,6 +3401,9 @@ BEGIN
                                     format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
                                     v_settings.max_payload_bytes);
     END IF;
+    IF enqueue_many.metas IS NOT NULL THEN
+        PERFORM jobq._check_metas(enqueue_many.metas, v_n, v_settings.max_payload_bytes);
+    END IF;
 
     IF v_waiting THEN
         PERFORM jobq._check_readable_jobs(enqueue_many.depends_on, 'depends_on');
@@ -3328,11 +3414,11 @@ BEGIN
         -- sorting the returned ids gives payload order.
         RETURN QUERY
         WITH ins AS (
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, meta)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout)
-            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+                   coalesce(enqueue_many.timeout, v_settings.timeout), p.meta
+            FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
         )
@@ -3344,11 +3430,11 @@ BEGIN
         -- No keys, with parents: one INSERT of waiting jobs, then their links.
         WITH ins AS (
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
-                                   status, parked, has_parents)
+                                   status, parked, has_parents, meta)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true
-            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta
+            FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
         )
@@ -3360,8 +3446,9 @@ BEGIN
 
     PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
     FOR v_item IN
-        SELECT x.payload, x.job_key
-        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
+        SELECT x.payload, x.job_key, x.meta
+        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys, enqueue_many.metas)
+             WITH ORDINALITY AS x(payload, job_key, meta, ord)
         ORDER BY x.ord
     LOOP
         IF enqueue_many.on_duplicate = 'keep' OR v_item.job_key IS NULL THEN
@@ -3370,7 +3457,7 @@ BEGIN
                                                coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
                                                v_item.job_key, enqueue_many.group_key,
                                                coalesce(enqueue_many.timeout, v_settings.timeout),
-                                               enqueue_many.unique_for, v_waiting);
+                                               enqueue_many.unique_for, v_waiting, v_item.meta);
         ELSE
             v_ids := v_ids || jobq._replace_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
                                                 enqueue_many.priority,
@@ -3378,7 +3465,7 @@ BEGIN
                                                 v_item.job_key, enqueue_many.group_key,
                                                 coalesce(enqueue_many.timeout, v_settings.timeout),
                                                 enqueue_many.unique_for, v_waiting,
-                                                enqueue_many.on_duplicate = 'replace_payload');
+                                                enqueue_many.on_duplicate = 'replace_payload', v_item.meta);
         END IF;
     END LOOP;
     IF v_waiting THEN
@@ -3387,8 +3474,8 @@ BEGIN
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text) IS
-    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs.';
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs; metas gives each its meta.';
 
 CREATE FUNCTION jobq.enqueue_callback(
     queue text,
@@ -3396,7 +3483,8 @@ CREATE FUNCTION jobq.enqueue_callback(
     members bigint[],
     run_at timestamptz DEFAULT pg_catalog.now(),
     priority integer DEFAULT 0,
-    max_attempts integer DEFAULT NULL
+    max_attempts integer DEFAULT NULL,
+    meta jsonb DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -3413,9 +3501,11 @@ BEGIN
     -- retry) while the callback is released but not yet claimed puts it
     -- back to waiting, to be released once more with the new counts; once
     -- a worker has claimed it, a retried member does not release it again.
+    -- meta: as jobq.enqueue's.
     v_settings := jobq._settings(enqueue_callback.queue);
     PERFORM jobq._check_queue(enqueue_callback.queue, 'queue');
     PERFORM jobq._check_payload(enqueue_callback.payload, 'payload', v_settings.max_payload_bytes);
+    PERFORM jobq._check_meta(enqueue_callback.meta, 'meta', v_settings.max_payload_bytes);
     PERFORM jobq._check_time(enqueue_callback.run_at, 'run_at');
     PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
     PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
@@ -3427,12 +3517,12 @@ BEGIN
     v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
                              enqueue_callback.priority,
                              coalesce(enqueue_callback.max_attempts, v_settings.max_attempts), NULL, NULL,
-                             v_settings.timeout, NULL, true);
+                             v_settings.timeout, NULL, true, enqueue_callback.meta);
     PERFORM jobq._attach(ARRAY[v_id], enqueue_callback.members, 'run', true);
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) IS
+COMMENT ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb) IS
     'Adds a batch callback: a job released exactly once when all members have finished, with their completed/dead/cancelled counts in its payload.';
 
 ---------------------------------------------------------------------------
@@ -3516,7 +3606,7 @@ BEGIN
     )
     SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
            l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
-           l.timeout, l.progress
+           l.timeout, l.progress, l.meta
     FROM leased AS l
     ORDER BY l.priority, l.run_at, l.id;
 END
@@ -3607,7 +3697,7 @@ BEGIN
         RETURN QUERY
         SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
                j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error,
-               j.group_key, j.timeout, j.progress
+               j.group_key, j.timeout, j.progress, j.meta
         FROM jobq._job AS j
         WHERE j.queue = p_queue AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
           AND j.group_key IS NULL
@@ -3623,7 +3713,7 @@ BEGIN
     RETURN QUERY
     SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
            j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error, j.group_key,
-           j.timeout, j.progress
+           j.timeout, j.progress, j.meta
     FROM jobq._job AS j
     WHERE j.id = ANY (v_ids)
     ORDER BY j.priority, j.run_at, j.id;
@@ -4268,12 +4358,12 @@ BEGIN
     BEGIN
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked)
+                               status, parked, meta)
         VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
                 v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
-                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits);
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits, v_job.meta);
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
                 v_job.id, pg_catalog.quote_literal(v_job.job_key)
@@ -4327,12 +4417,12 @@ BEGIN
     ), moved AS (
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked)
+                               status, parked, meta)
         SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
                d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
-               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL, d.meta
         FROM dead AS d
         LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
         ORDER BY d.id
@@ -4447,8 +4537,9 @@ $$;
 COMMENT ON FUNCTION jobq.cancel(bigint) IS
     'Cancels a live job (a running job''s holder is notified at commit and loses the lease); false for finished or unknown ids.';
 
-CREATE FUNCTION jobq.cancel_jobs(queue text, status text DEFAULT NULL, payload_contains jsonb DEFAULT NULL)
-RETURNS integer
+CREATE FUNCTION jobq.cancel_jobs(
+    queue text, status text DEFAULT NULL, payload_contains jsonb DEFAULT NULL, meta_contains jsonb DEFAULT NULL
+) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -4460,7 +4551,8 @@ BEGIN
     -- Cancel the live jobs of a queue, as jobq.cancel() does one by one:
     -- every one (status NULL), or those ready now, scheduled for later,
     -- running or waiting for parents; only those whose payload contains
-    -- payload_contains (@>) when given. Running jobs' holders are notified
+    -- payload_contains (@>) when given, and whose meta contains
+    -- meta_contains when that is given. Running jobs' holders are notified
     -- (jobq._notify_cancelled) and lose their lease; dependents follow as
     -- after jobq.cancel(). Returns how many.
     PERFORM jobq._check_queue(cancel_jobs.queue, 'queue');
@@ -4473,6 +4565,10 @@ BEGIN
         RAISE EXCEPTION 'jobq: payload_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.payload_contains)
             USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"customer": 42}''::jsonb: jobs whose payload contains it.';
     END IF;
+    IF jsonb_typeof(cancel_jobs.meta_contains) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: meta_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.meta_contains)
+            USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"tenant": "acme"}''::jsonb: jobs whose meta contains it.';
+    END IF;
     -- Locked in id order (as jobq._finish goes), with the running ones' lease tokens.
     SELECT array_agg(c.id ORDER BY c.id), array_agg(c.lease_token ORDER BY c.id) INTO v_ids, v_tokens
     FROM (SELECT j.id, j.lease_token FROM jobq._job AS j
@@ -4484,6 +4580,7 @@ BEGIN
                     WHEN 'waiting' THEN j.status = 'waiting'
                     ELSE true END
             AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
+            AND (cancel_jobs.meta_contains IS NULL OR j.meta @> cancel_jobs.meta_contains)
           ORDER BY j.id
           FOR UPDATE OF j) AS c;
     v_gone := ARRAY(SELECT f.id FROM jobq._finish(p_ids => coalesce(v_ids, '{}'), p_lease_tokens => NULL, p_status => 'cancelled',
@@ -4497,8 +4594,8 @@ BEGIN
     RETURN cardinality(v_gone);
 END
 $$;
-COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb) IS
-    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload contains a filter); returns how many (running ones'' holders are notified).';
+COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb, jsonb) IS
+    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload or meta contains a filter); returns how many (running ones'' holders are notified).';
 
 CREATE FUNCTION jobq.discard_dead(queue text, older_than interval DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
@@ -5492,12 +5589,12 @@ CREATE VIEW jobq.jobs AS
                j.priority::integer AS priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
                j.lease_expires_at, j.last_error, j.created_at, j.started_at, NULL::timestamptz AS finished_at,
                j.group_key, j.timeout, j.heartbeat_at, NULL::jsonb AS result, NULL::bigint AS cancelled_by,
-               j.progress
+               j.progress, j.meta
         FROM jobq._job AS j
         UNION ALL
         SELECT a.id, a.queue, a.payload, a.status, a.priority::integer, a.run_at, a.attempts, a.max_attempts,
                a.job_key, a.worker, NULL::timestamptz, a.last_error, a.created_at, a.started_at, a.finished_at,
-               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by, NULL::jsonb
+               a.group_key, a.timeout, NULL::timestamptz, a.result, a.cancelled_by, NULL::jsonb, a.meta
         FROM jobq._job_archive AS a
     ) AS u
     WHERE (SELECT NOT EXISTS (SELECT FROM jobq._queue_grant AS g WHERE g.privilege = 'read'))
@@ -5667,8 +5764,8 @@ GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin, jobq_viewe
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
 TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
@@ -5697,7 +5794,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.retry_dead(text),
     jobq.run_now(bigint),
     jobq.cancel(bigint),
-    jobq.cancel_jobs(text, text, jsonb),
+    jobq.cancel_jobs(text, text, jsonb, jsonb),
     jobq.discard_dead(text, interval),
     jobq.prune(integer),
     jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval),
@@ -5737,7 +5834,7 @@ GRANT SELECT ON jobq._job_error, jobq._queue_defaults TO jobq_admin;
 -- Workflows (since 0.6.0): producers enqueue batch callbacks; producers and
 -- workers read a job's state, its result and its parents' results, and
 -- watch a job to be notified when it finishes.
-GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) TO jobq_producer;
+GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb) TO jobq_producer;
 GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint), jobq.watch(bigint)
     TO jobq_producer, jobq_worker;
 GRANT SELECT ON jobq.job_dependencies TO jobq_viewer;

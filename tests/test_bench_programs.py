@@ -39,11 +39,12 @@ from pyqueue.bench import (
     queue_grants,
     queue_partitions,
     soak,
+    tracing_cost,
 )
 from pyqueue.bench.harness import Role, Run, Signals, Task
 from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
 from tests.chaos_support import drop_login_role
-from tests.conftest import proc_dsn
+from tests.conftest import ROOT, proc_dsn
 from tests.coord_support import Conn, scalar
 from tests.process_support import descendants, processes_mentioning, running
 from tests.worker_support import wait_until
@@ -382,3 +383,18 @@ def test_the_cold_start_benchmark_stopped_by_sigterm_stops_what_it_started(tmp_p
     wait_until(lambda: not any(running(pid) for pid in started_here), "every process it started to end",
                timeout=10)
     assert not Path(directory).exists(), "the throwaway server's directory is deleted"
+
+
+def test_the_tracing_cost_benchmark_drains_every_variant_and_cleans_up(conn: Conn, dsn: str) -> None:
+    """Issue 27: before (a checkout, here this one, with its SQL in a database
+    of its own), off and on, each with a Worker and an AsyncWorker."""
+    tiny = tracing_cost.Settings(jobs=100, batch=50, concurrency=2, rounds=1, warm_up=False)
+    result = tracing_cost.run(dsn, ROOT, tiny)
+    assert set(result["rates"]) == {f"{v}/{k}" for v in ("before", "off", "on") for k in ("sync", "async")}
+    assert all(len(rates) == 1 and rates[0] > 0 for rates in result["rates"].values())
+    assert set(result["ratios"]) == {"off/sync ÷ before/sync", "on/sync ÷ off/sync",
+                                     "off/async ÷ before/async", "on/async ÷ off/async"}
+    assert "on/async ÷ off/async" in tracing_cost.summary(result)
+    assert scalar(conn, "SELECT count(*) FROM jobq._job") == 0
+    assert scalar(conn, "SELECT count(*) FROM pg_database WHERE datname = %s",
+                  (tracing_cost.BEFORE_DATABASE,)) == 0

@@ -56,8 +56,9 @@ ENTRY_POINTS = {"__init__.py": {"worker"}, "aio.py": {"worker"}, "__main__.py": 
 WORKER_PACKAGES = ("pyqueue.worker",)
 COMMAND_PACKAGES = ("pyqueue.worker", "pyqueue.cli")
 SHARED_PACKAGES = ("worker",)  # the role packages others may import at module level
-# Heavy optional dependencies: the bench chart, the dashboard's web stack.
-NEVER_IN_A_WORKER = ("matplotlib", "starlette", "jinja2", "uvicorn", "prometheus_client")
+# Heavy optional dependencies: the bench chart, the dashboard's web stack; and
+# OpenTelemetry, loaded only by pyqueue.tracing (issue 27: nothing imported until asked for).
+NEVER_IN_A_WORKER = ("matplotlib", "starlette", "jinja2", "uvicorn", "prometheus_client", "opentelemetry")
 RUN_TIMEOUT = 120  # seconds a probe process may take
 
 
@@ -278,7 +279,7 @@ def test_each_client_call_and_its_async_twin_are_functions_of_their_own(conn: Co
         "max_attempts: 'int | None' = None, key: 'str | None' = None, group_key: 'str | None' = None, "
         "timeout: 'timedelta | float | None' = None, unique_for: 'timedelta | float | None' = None, "
         "depends_on: 'Iterable[int] | None' = None, on_parent_failure: 'str' = 'cancel', "
-        "on_duplicate: 'str' = 'keep') -> 'int'")
+        "meta: 'Mapping[str, Any] | None' = None, on_duplicate: 'str' = 'keep') -> 'int'")
     assert str(inspect.signature(pyqueue.aio.claim)).endswith("-> 'list[AsyncJob]'")
     by_name: Any = pyqueue.enqueue  # conn may be passed by name, as the signature says
     job_id = by_name(conn=conn, queue="layout", payload={})

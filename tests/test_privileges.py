@@ -66,13 +66,13 @@ NOBODY = may()
 FUNCTIONS: dict[str, Call] = {
     "jobq.version()": Call("SELECT jobq.version()", EVERYONE),
     "jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,"
-    "bigint[],text,text)":
+    "bigint[],text,jsonb,text)":
         Call("SELECT jobq.enqueue('priv', '{}', depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
     "jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,"
-    "bigint[],text,text)":
+    "bigint[],text,jsonb[],text)":
         Call("SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[], "
              "depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
-    "jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer)":
+    "jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer,jsonb)":
         Call("SELECT jobq.enqueue_callback('priv', '{}', ARRAY[%(ready)s]::bigint[])", PRODUCE),
     "jobq.status(bigint)": Call("SELECT jobq.status(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
     "jobq.result(bigint)": Call("SELECT jobq.result(%(ready)s)", may(PRODUCER, WORKER, ADMIN)),
@@ -108,7 +108,7 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.run_now(bigint)": Call("SELECT jobq.run_now(%(scheduled)s)", OPERATE),
     "jobq.metrics()": Call("SELECT count(*) FROM jobq.metrics()", may(WORKER, ADMIN, VIEWER)),
     "jobq.cancel(bigint)": Call("SELECT jobq.cancel(%(ready)s)", OPERATE),
-    "jobq.cancel_jobs(text,text,jsonb)": Call("SELECT jobq.cancel_jobs('priv', 'scheduled')", OPERATE),
+    "jobq.cancel_jobs(text,text,jsonb,jsonb)": Call("SELECT jobq.cancel_jobs('priv', 'scheduled')", OPERATE),
     "jobq.discard_dead(text,interval)": Call("SELECT jobq.discard_dead('priv', interval '1 day')", OPERATE),
     "jobq.prune(integer)": Call("SELECT jobq.prune()", WORK),
     "jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,"

@@ -70,6 +70,10 @@ def configure_worker(parser: argparse.ArgumentParser) -> None:
                         "'jobq[metrics]'; 0: any free port, logged)")
     parser.add_argument("--metrics-host", metavar="HOST",
                         help=f"address to serve the metrics on (default {METRICS_HOST}: this machine only)")
+    parser.add_argument("--otel", action="store_true",
+                        help="trace every job with OpenTelemetry (pyqueue.tracing.instrument() with the "
+                        "global tracer provider, which you set up: in the handler's module, or with "
+                        "opentelemetry-instrument; needs pip install 'jobq[otel]')")
     parser.add_argument("--log-level", default="INFO", choices=LOG_LEVELS,
                         help="what the worker logs on stderr: a startup line, shutdown and reconnections "
                         "at INFO/WARNING, a line per failed attempt that will be retried at WARNING, "
@@ -173,6 +177,12 @@ def run_worker(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.target} is neither a pyqueue.Worker nor callable", exit_code=EXIT_REFUSED)
     with connect_dsn(worker.dsn, source):  # an unreachable database said with the DSN and where it came from
         pass
+    if args.otel:
+        try:
+            from pyqueue import tracing  # noqa: PLC0415  (only when asked for: it imports OpenTelemetry)
+        except ImportError as exc:
+            raise CommandError(str(exc), exit_code=EXIT_REFUSED) from exc
+        tracing.instrument()
     # worker.run() checks jobq (not installed: an error with a hint) and logs the startup line.
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
     try:

@@ -5,6 +5,7 @@ unknown queue or job a 404).
 
 from __future__ import annotations
 
+import json
 import re
 
 from starlette.exceptions import HTTPException
@@ -44,7 +45,7 @@ def parse_text_filter(request: Request, name: str) -> str | None:
 
 def parse_filter(request: Request) -> reads.JobFilter:
     """The queue page's filters from its query string; 400 for any malformed one."""
-    known = {"state", "key", "error", "before"}
+    known = {"state", "key", "error", "before", "meta"}
     if unknown := sorted(set(request.query_params) - known):
         raise HTTPException(400, f"unknown query parameter {unknown[0]!r} "
                                  f"(known: {', '.join(sorted(known))})")
@@ -54,7 +55,22 @@ def parse_filter(request: Request) -> reads.JobFilter:
     before_text = request.query_params.get("before", "")
     before = parse_id(before_text, "before") if before_text else None
     return reads.JobFilter(state=state, key=parse_text_filter(request, "key"),
-                           error=parse_text_filter(request, "error"), before=before)
+                           error=parse_text_filter(request, "error"), before=before,
+                           meta=parse_meta_filter(request))
+
+
+def parse_meta_filter(request: Request) -> str | None:
+    """The meta filter: a JSON object (jobs whose meta contains it, ``@>``); 400 otherwise."""
+    text = parse_text_filter(request, "meta")
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise HTTPException(400, 'the meta filter must be a JSON object, e.g. {"tenant": "acme"}') from None
+    if not isinstance(value, dict):
+        raise HTTPException(400, f"the meta filter must be a JSON object, got {type(value).__name__}")
+    return text
 
 
 async def overview(request: Request) -> Response:

@@ -55,7 +55,7 @@ QUEUE_HAS_JOBS = "SELECT EXISTS (SELECT FROM jobq.jobs AS j WHERE j.queue = %(qu
 JOB_LIST = """
 SELECT j.id, j.status, j.priority, j.run_at, j.attempts, j.max_attempts, j.job_key, j.worker,
        left(j.last_error, 200) AS last_error, j.created_at, j.finished_at,
-       left(j.payload::text, 120) AS payload
+       left(j.payload::text, 120) AS payload, left(j.meta::text, 120) AS meta
 FROM jobq.jobs AS j
 WHERE j.queue = %(queue)s{filters}
 ORDER BY j.id DESC
@@ -72,7 +72,7 @@ OFFSET %(window)s LIMIT 1
 JOB = """
 SELECT j.id, j.queue, j.payload, j.status, j.priority, j.run_at, j.attempts, j.max_attempts, j.job_key,
        j.worker, j.lease_expires_at, j.last_error, j.created_at, j.started_at, j.finished_at, j.group_key,
-       j.timeout, j.heartbeat_at, j.result, j.cancelled_by, j.progress
+       j.timeout, j.heartbeat_at, j.result, j.cancelled_by, j.progress, j.meta
 FROM jobq.jobs AS j WHERE j.id = %(id)s
 """
 
@@ -122,16 +122,18 @@ FROM jobq.workers AS w ORDER BY w.worker
 
 @dataclass(frozen=True)
 class JobFilter:
-    """The filters of a queue page: state, exact job key, error text, and the keyset cursor."""
+    """The filters of a queue page: state, exact job key, error text, a JSON
+    object the job's meta contains (its text, checked), and the keyset cursor."""
 
     state: str | None = None
     key: str | None = None
     error: str | None = None
     before: int | None = None
+    meta: str | None = None
 
     def query_params(self, *, before: int | None = None) -> dict[str, str]:
         """The filters as query parameters (for links keeping them)."""
-        found = {"state": self.state, "key": self.key, "error": self.error}
+        found = {"state": self.state, "key": self.key, "error": self.error, "meta": self.meta}
         params = {name: value for name, value in found.items() if value}
         if before is not None:
             params["before"] = str(before)
@@ -230,6 +232,9 @@ async def jobs_page(conn: AsyncConnection, queue: str, where: JobFilter) -> Jobs
     if where.error:
         filters += " AND j.last_error ILIKE %(error)s"
         params["error"] = like_pattern(where.error)
+    if where.meta:
+        filters += " AND j.meta @> %(meta)s::jsonb"
+        params["meta"] = where.meta
     if where.before is not None:
         filters += " AND j.id < %(before)s"
         params["before"] = where.before

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 import psycopg
 
+from pyqueue import _hooks
 from pyqueue.job import AsyncJob
 from pyqueue.worker import startup
 from pyqueue.worker.aio_consumer import Consumer, make_consumer, stop_on_signals
@@ -106,6 +107,8 @@ async def _generate(setup: ListenSetup, consumer: Consumer,
 
 
 async def _run_handler(jobs: AsyncJobIterator, handler: AsyncHandler) -> None:
+    if (tracing := _hooks.consumer) is not None:  # pyqueue.tracing.instrument(): a span per job
+        handler = tracing.wrap(",".join(jobs.settings.queues), handler, asynchronous=True)
     async with jobs:
         async for job in jobs:
             await run_supervised(job, handler, stop=jobs._stop, grace=jobs.settings.shutdown_timeout,

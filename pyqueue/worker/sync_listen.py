@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import psycopg
 
+from pyqueue import _hooks
 from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from pyqueue.job import Job
 from pyqueue.worker import settings as _settings
@@ -250,6 +251,8 @@ def listen(dsn: str, queues: str | Sequence[str], handler: Handler | TxHandler |
     jobs = JobIterator(setup, stop=stop, ack_at_once=handler is None)
     if handler is None:
         return jobs
+    if (tracing := _hooks.consumer) is not None:  # pyqueue.tracing.instrument(): a span per job
+        handler = tracing.wrap(",".join(jobs.queues), handler, asynchronous=False)
     with jobs:
         for job in jobs:
             run_job(job, handler)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 import psycopg
 
+from pyqueue import _hooks
 from pyqueue._queries import default_worker_name
 from pyqueue.defaults import (
     BATCH_SIZE,
@@ -198,6 +199,9 @@ class WorkerCore(Generic[HandlerT, TxHandlerT]):
             self._running = True
         startup.report(database, "pyqueue worker", self.queues,
                        f"concurrency {self.concurrency}; batch size {self.batch_size}")
+        if (tracing := _hooks.consumer) is not None:  # pyqueue.tracing.instrument(): a span per job
+            self._handlers = {queue: tracing.wrap(queue, fn, asynchronous=self._ASYNC)
+                              for queue, fn in self._handlers.items()}
         self._tx_wanted = dict.fromkeys(self._tx_handlers, True)
         return WorkerSettings(self.dsn, self.queues, self.lease, self.poll_interval, self.use_listen,
                               self.name, self.reap_interval, self.shutdown_timeout, self.run_schedules,

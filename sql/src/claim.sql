@@ -79,7 +79,7 @@ BEGIN
     )
     SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
            l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
-           l.timeout, l.progress
+           l.timeout, l.progress, l.meta
     FROM leased AS l
     ORDER BY l.priority, l.run_at, l.id;
 END
@@ -170,7 +170,7 @@ BEGIN
         RETURN QUERY
         SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
                j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error,
-               j.group_key, j.timeout, j.progress
+               j.group_key, j.timeout, j.progress, j.meta
         FROM jobq._job AS j
         WHERE j.queue = p_queue AND NOT j.parked AND j.status = 'ready' AND j.run_at <= now()
           AND j.group_key IS NULL
@@ -186,7 +186,7 @@ BEGIN
     RETURN QUERY
     SELECT j.id, j.queue, j.payload, j.priority::integer, j.attempts + 1, j.max_attempts, j.run_at,
            j.created_at, NULL::uuid, NULL::timestamptz, session_user::text, j.job_key, j.last_error, j.group_key,
-           j.timeout, j.progress
+           j.timeout, j.progress, j.meta
     FROM jobq._job AS j
     WHERE j.id = ANY (v_ids)
     ORDER BY j.priority, j.run_at, j.id;

@@ -14,6 +14,7 @@ CREATE FUNCTION jobq.enqueue(
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
+    meta jsonb DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -31,31 +32,35 @@ BEGIN
     -- handler run. depends_on: the job waits until those jobs completed;
     -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
     -- (and its own dependents), 'run' runs it once all have finished.
+    -- meta: a JSON object kept beside the payload (tags, trace context),
+    -- capped like it.
     -- on_duplicate (with job_key): 'keep' returns the holder of the key as
     -- said; 'replace' gives a waiting, ready or scheduled holder the new
-    -- payload, run_at and priority (debounce), 'replace_payload' only the
-    -- payload (throttle); a running holder is left as it is and hands the
+    -- payload, meta, run_at and priority (debounce), 'replace_payload' only the
+    -- payload and meta (throttle); a running holder is left as it is and hands the
     -- key to a new job (jobq._replace_job).
     IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
        AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
        AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
        AND enqueue.on_duplicate IS NOT DISTINCT FROM 'keep'
        AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
+       AND (enqueue.meta IS NULL OR jsonb_typeof(enqueue.meta) = 'object')
        AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
                                  NULL, NULL) THEN
         -- The common case (no key, group, timeout or parents) in one
         -- statement: the queue's settings read in it, and no row when the
-        -- payload is over the queue's max_payload_bytes or some per-queue
+        -- payload (or meta) is over the queue's max_payload_bytes or some per-queue
         -- produce grant matches the queue; then the general path below
         -- raises the error, or checks the privilege and inserts. No key:
         -- nothing to conflict with. (Each helper call saved is a function
         -- call with pinned settings; a single-job enqueue pays them all.)
-        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout)
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout, meta)
         SELECT enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
-               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout
+               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout, enqueue.meta
         FROM jobq._queue_defaults AS d
         LEFT JOIN jobq._queue AS q ON q.queue = enqueue.queue
         WHERE pg_column_size(enqueue.payload) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
+          AND coalesce(pg_column_size(enqueue.meta), 0) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
           AND NOT EXISTS (SELECT FROM jobq._queue_grant AS g
                           WHERE g.privilege = 'produce' AND enqueue.queue LIKE g.queue_like)
         RETURNING id INTO v_id;
@@ -69,6 +74,9 @@ BEGIN
                                   enqueue.job_key, enqueue.group_key)
             AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
                          AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)
+            AND (enqueue.meta IS NULL
+                 OR coalesce(jsonb_typeof(enqueue.meta) = 'object'
+                             AND pg_column_size(enqueue.meta) <= v_settings.max_payload_bytes, false))
             AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
             AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
             AND coalesce(enqueue.on_duplicate = 'keep'
@@ -76,6 +84,7 @@ BEGIN
                          false)) THEN
         PERFORM jobq._check_queue(enqueue.queue, 'queue');
         PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
+        PERFORM jobq._check_meta(enqueue.meta, 'meta', v_settings.max_payload_bytes);
         PERFORM jobq._check_time(enqueue.run_at, 'run_at');
         PERFORM jobq._check_job_options(enqueue.priority, enqueue.max_attempts);
         PERFORM jobq._check_job_key(enqueue.job_key, 'job_key');
@@ -100,7 +109,7 @@ BEGIN
                                   coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                   enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout),
                                   enqueue.unique_for, coalesce(cardinality(enqueue.depends_on), 0) > 0,
-                                  enqueue.on_duplicate = 'replace_payload');
+                                  enqueue.on_duplicate = 'replace_payload', enqueue.meta);
         IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
             PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
         END IF;
@@ -109,20 +118,21 @@ BEGIN
     IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
-                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
+                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
+                                p_meta => enqueue.meta);
     END IF;
     PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
     PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                              enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
-                             true);
+                             true, enqueue.meta);
     PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text) IS
-    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs.';
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text) IS
+    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs; meta is a JSON object kept beside the payload.';
 
 CREATE FUNCTION jobq.enqueue_many(
     queue text,
@@ -136,6 +146,7 @@ CREATE FUNCTION jobq.enqueue_many(
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
+    metas jsonb[] DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -154,8 +165,10 @@ BEGIN
     -- group_key, they join that serial group in payload order. timeout,
     -- unique_for, depends_on and on_parent_failure apply to every job, as in
     -- jobq.enqueue (unique_for to those with a key): with depends_on, every
-    -- job waits for the same parents. on_duplicate applies to every job with
-    -- a key, as in jobq.enqueue; a key repeated in one call: the last wins.
+    -- job waits for the same parents. metas: NULL, or one JSON object per
+    -- payload, each job's meta (as jobq.enqueue's). on_duplicate applies to
+    -- every job with a key, as in jobq.enqueue; a key repeated in one call:
+    -- the last wins.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
@@ -186,6 +199,9 @@ BEGIN
                                     format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
                                     v_settings.max_payload_bytes);
     END IF;
+    IF enqueue_many.metas IS NOT NULL THEN
+        PERFORM jobq._check_metas(enqueue_many.metas, v_n, v_settings.max_payload_bytes);
+    END IF;
 
     IF v_waiting THEN
         PERFORM jobq._check_readable_jobs(enqueue_many.depends_on, 'depends_on');
@@ -196,11 +212,11 @@ BEGIN
         -- sorting the returned ids gives payload order.
         RETURN QUERY
         WITH ins AS (
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, meta)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout)
-            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+                   coalesce(enqueue_many.timeout, v_settings.timeout), p.meta
+            FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
         )
@@ -212,11 +228,11 @@ BEGIN
         -- No keys, with parents: one INSERT of waiting jobs, then their links.
         WITH ins AS (
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
-                                   status, parked, has_parents)
+                                   status, parked, has_parents, meta)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true
-            FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta
+            FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
         )
@@ -228,8 +244,9 @@ BEGIN
 
     PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
     FOR v_item IN
-        SELECT x.payload, x.job_key
-        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
+        SELECT x.payload, x.job_key, x.meta
+        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys, enqueue_many.metas)
+             WITH ORDINALITY AS x(payload, job_key, meta, ord)
         ORDER BY x.ord
     LOOP
         IF enqueue_many.on_duplicate = 'keep' OR v_item.job_key IS NULL THEN
@@ -238,7 +255,7 @@ BEGIN
                                                coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
                                                v_item.job_key, enqueue_many.group_key,
                                                coalesce(enqueue_many.timeout, v_settings.timeout),
-                                               enqueue_many.unique_for, v_waiting);
+                                               enqueue_many.unique_for, v_waiting, v_item.meta);
         ELSE
             v_ids := v_ids || jobq._replace_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
                                                 enqueue_many.priority,
@@ -246,7 +263,7 @@ BEGIN
                                                 v_item.job_key, enqueue_many.group_key,
                                                 coalesce(enqueue_many.timeout, v_settings.timeout),
                                                 enqueue_many.unique_for, v_waiting,
-                                                enqueue_many.on_duplicate = 'replace_payload');
+                                                enqueue_many.on_duplicate = 'replace_payload', v_item.meta);
         END IF;
     END LOOP;
     IF v_waiting THEN
@@ -255,8 +272,8 @@ BEGIN
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text) IS
-    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs.';
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs; metas gives each its meta.';
 
 CREATE FUNCTION jobq.enqueue_callback(
     queue text,
@@ -264,7 +281,8 @@ CREATE FUNCTION jobq.enqueue_callback(
     members bigint[],
     run_at timestamptz DEFAULT pg_catalog.now(),
     priority integer DEFAULT 0,
-    max_attempts integer DEFAULT NULL
+    max_attempts integer DEFAULT NULL,
+    meta jsonb DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -281,9 +299,11 @@ BEGIN
     -- retry) while the callback is released but not yet claimed puts it
     -- back to waiting, to be released once more with the new counts; once
     -- a worker has claimed it, a retried member does not release it again.
+    -- meta: as jobq.enqueue's.
     v_settings := jobq._settings(enqueue_callback.queue);
     PERFORM jobq._check_queue(enqueue_callback.queue, 'queue');
     PERFORM jobq._check_payload(enqueue_callback.payload, 'payload', v_settings.max_payload_bytes);
+    PERFORM jobq._check_meta(enqueue_callback.meta, 'meta', v_settings.max_payload_bytes);
     PERFORM jobq._check_time(enqueue_callback.run_at, 'run_at');
     PERFORM jobq._check_job_options(enqueue_callback.priority, enqueue_callback.max_attempts);
     PERFORM jobq._check_dependencies(enqueue_callback.members, 'members', 'run');
@@ -295,10 +315,10 @@ BEGIN
     v_id := jobq._insert_job(enqueue_callback.queue, enqueue_callback.payload, enqueue_callback.run_at,
                              enqueue_callback.priority,
                              coalesce(enqueue_callback.max_attempts, v_settings.max_attempts), NULL, NULL,
-                             v_settings.timeout, NULL, true);
+                             v_settings.timeout, NULL, true, enqueue_callback.meta);
     PERFORM jobq._attach(ARRAY[v_id], enqueue_callback.members, 'run', true);
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) IS
+COMMENT ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb) IS
     'Adds a batch callback: a job released exactly once when all members have finished, with their completed/dead/cancelled counts in its payload.';

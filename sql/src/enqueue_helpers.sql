@@ -25,7 +25,8 @@ COMMENT ON FUNCTION jobq._enqueue_args_ok(text, timestamptz, integer, integer, t
 
 CREATE FUNCTION jobq._insert_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
-    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false
+    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false,
+    p_meta jsonb DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -38,7 +39,7 @@ BEGIN
     -- p_unique_for also the id of the job of that key completed within
     -- p_unique_for. Loops when the holder finishes between the INSERT and
     -- the lookup. p_waiting: the job waits for parents (jobq._attach links
-    -- it): status waiting, parked, and no wake-up yet.
+    -- it): status waiting, parked, and no wake-up yet. p_meta: its meta.
     IF p_unique_for IS NOT NULL THEN
         SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
         IF v_id IS NOT NULL THEN
@@ -53,14 +54,15 @@ BEGIN
     FOR i IN 1..10 LOOP
         IF p_waiting THEN
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                   status, parked, has_parents)
+                                   status, parked, has_parents, meta)
             VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                    'waiting', true, true)
+                    'waiting', true, true, p_meta)
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         ELSE
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout)
-            VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout, meta)
+            VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
+                    p_meta)
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         END IF;
@@ -79,13 +81,13 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean) IS
+COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb) IS
     'Inserts one validated job (ready, and NOTIFYs; or waiting for parents), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';
 
 CREATE FUNCTION jobq._replace_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean,
-    p_payload_only boolean
+    p_payload_only boolean, p_meta jsonb
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -96,8 +98,9 @@ DECLARE
 BEGIN
     -- Enqueue with on_duplicate 'replace' (p_payload_only false) or
     -- 'replace_payload' (true) and a validated job_key: the waiting, ready
-    -- or scheduled job holding the key takes the new payload (and, with
-    -- 'replace', run_at and priority; its id, attempts, max_attempts,
+    -- or scheduled job holding the key takes the new payload and meta (p_meta,
+    -- which goes with the payload: the trace context of the last enqueue)
+    -- (and, with 'replace', run_at and priority; its id, attempts, max_attempts,
     -- group_key, timeout and parents stay); else a new job is inserted as
     -- jobq._insert_job does. A running holder is never changed but for one
     -- thing: it hands the key over (its job_key becomes NULL), so that the
@@ -116,11 +119,12 @@ BEGIN
     END IF;
     FOR i IN 1..10 LOOP
         INSERT INTO jobq._job AS j (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                    status, parked, has_parents)
+                                    status, parked, has_parents, meta)
         VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting)
+                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting, p_meta)
         ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO UPDATE
             SET payload = excluded.payload,
+                meta = excluded.meta,
                 run_at = CASE WHEN p_payload_only THEN j.run_at ELSE excluded.run_at END,
                 priority = CASE WHEN p_payload_only THEN j.priority ELSE excluded.priority END
             WHERE j.status <> 'running'
@@ -139,7 +143,7 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean) IS
+COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb) IS
     'Enqueue with on_duplicate replace/replace_payload: updates the waiting, ready or scheduled job holding the key, else inserts (a running holder hands the key over).';
 
 CREATE FUNCTION jobq._check_enqueue_many_args(
@@ -205,3 +209,38 @@ END
 $$;
 COMMENT ON FUNCTION jobq._check_job_keys(text[], integer) IS
     'Raises JQ009 for job_keys that are not one key (or NULL) per payload, each NULL or 1 to 512 characters.';
+
+CREATE FUNCTION jobq._check_metas(p_metas jsonb[], p_n integer, p_max_bytes integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bad record;
+BEGIN
+    -- Raise JQ002/JQ003 unless p_metas (enqueue_many's metas, not NULL) is a
+    -- list of p_n JSON objects, each within p_max_bytes; a bad one is named
+    -- by its own subscript (arrays may start at another index than 1).
+    IF array_ndims(p_metas) > 1 THEN
+        RAISE EXCEPTION 'jobq: metas must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_metas), array_dims(p_metas)
+            USING ERRCODE = 'JQ002', HINT = 'Pass a list of JSON objects, one per payload, or metas => NULL.';
+    END IF;
+    IF cardinality(p_metas) <> p_n THEN
+        RAISE EXCEPTION 'jobq: metas has % elements but payloads has %', cardinality(p_metas), p_n
+            USING ERRCODE = 'JQ002', HINT = 'Pass one JSON object (''{}'' for none) per payload, or metas => NULL.';
+    END IF;
+    SELECT m.meta, m.ord INTO v_bad
+    FROM unnest(p_metas) WITH ORDINALITY AS m(meta, ord)
+    WHERE m.meta IS NULL OR jsonb_typeof(m.meta) <> 'object' OR pg_column_size(m.meta) > p_max_bytes
+    ORDER BY m.ord LIMIT 1;
+    IF FOUND THEN
+        IF v_bad.meta IS NULL THEN
+            RAISE EXCEPTION 'jobq: metas[%] must be a JSON object, got NULL', array_lower(p_metas, 1) + v_bad.ord - 1
+                USING ERRCODE = 'JQ002', HINT = 'Pass ''{}'' for a job without meta, or metas => NULL for none.';
+        END IF;
+        PERFORM jobq._check_meta(v_bad.meta, format('metas[%s]', array_lower(p_metas, 1) + v_bad.ord - 1), p_max_bytes);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_metas(jsonb[], integer, integer) IS
+    'Raises JQ002 for metas that are not one JSON object per payload, JQ003 for one over the size cap.';

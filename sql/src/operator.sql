@@ -40,12 +40,12 @@ BEGIN
     BEGIN
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked)
+                               status, parked, meta)
         VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
                 v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
-                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits);
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits, v_job.meta);
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
                 v_job.id, pg_catalog.quote_literal(v_job.job_key)
@@ -99,12 +99,12 @@ BEGIN
     ), moved AS (
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked)
+                               status, parked, meta)
         SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
                d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
-               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL, d.meta
         FROM dead AS d
         LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
         ORDER BY d.id
@@ -219,8 +219,9 @@ $$;
 COMMENT ON FUNCTION jobq.cancel(bigint) IS
     'Cancels a live job (a running job''s holder is notified at commit and loses the lease); false for finished or unknown ids.';
 
-CREATE FUNCTION jobq.cancel_jobs(queue text, status text DEFAULT NULL, payload_contains jsonb DEFAULT NULL)
-RETURNS integer
+CREATE FUNCTION jobq.cancel_jobs(
+    queue text, status text DEFAULT NULL, payload_contains jsonb DEFAULT NULL, meta_contains jsonb DEFAULT NULL
+) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -232,7 +233,8 @@ BEGIN
     -- Cancel the live jobs of a queue, as jobq.cancel() does one by one:
     -- every one (status NULL), or those ready now, scheduled for later,
     -- running or waiting for parents; only those whose payload contains
-    -- payload_contains (@>) when given. Running jobs' holders are notified
+    -- payload_contains (@>) when given, and whose meta contains
+    -- meta_contains when that is given. Running jobs' holders are notified
     -- (jobq._notify_cancelled) and lose their lease; dependents follow as
     -- after jobq.cancel(). Returns how many.
     PERFORM jobq._check_queue(cancel_jobs.queue, 'queue');
@@ -245,6 +247,10 @@ BEGIN
         RAISE EXCEPTION 'jobq: payload_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.payload_contains)
             USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"customer": 42}''::jsonb: jobs whose payload contains it.';
     END IF;
+    IF jsonb_typeof(cancel_jobs.meta_contains) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: meta_contains must be a JSON object, got %', jsonb_typeof(cancel_jobs.meta_contains)
+            USING ERRCODE = 'JQ017', HINT = 'Pass e.g. ''{"tenant": "acme"}''::jsonb: jobs whose meta contains it.';
+    END IF;
     -- Locked in id order (as jobq._finish goes), with the running ones' lease tokens.
     SELECT array_agg(c.id ORDER BY c.id), array_agg(c.lease_token ORDER BY c.id) INTO v_ids, v_tokens
     FROM (SELECT j.id, j.lease_token FROM jobq._job AS j
@@ -256,6 +262,7 @@ BEGIN
                     WHEN 'waiting' THEN j.status = 'waiting'
                     ELSE true END
             AND (cancel_jobs.payload_contains IS NULL OR j.payload @> cancel_jobs.payload_contains)
+            AND (cancel_jobs.meta_contains IS NULL OR j.meta @> cancel_jobs.meta_contains)
           ORDER BY j.id
           FOR UPDATE OF j) AS c;
     v_gone := ARRAY(SELECT f.id FROM jobq._finish(p_ids => coalesce(v_ids, '{}'), p_lease_tokens => NULL, p_status => 'cancelled',
@@ -269,8 +276,8 @@ BEGIN
     RETURN cardinality(v_gone);
 END
 $$;
-COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb) IS
-    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload contains a filter); returns how many (running ones'' holders are notified).';
+COMMENT ON FUNCTION jobq.cancel_jobs(text, text, jsonb, jsonb) IS
+    'Cancels the live jobs of a queue (optionally only ready, scheduled, running or waiting ones, or those whose payload or meta contains a filter); returns how many (running ones'' holders are notified).';
 
 CREATE FUNCTION jobq.discard_dead(queue text, older_than interval DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER

@@ -11,8 +11,8 @@ GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin, jobq_viewe
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
 TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
@@ -41,7 +41,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.retry_dead(text),
     jobq.run_now(bigint),
     jobq.cancel(bigint),
-    jobq.cancel_jobs(text, text, jsonb),
+    jobq.cancel_jobs(text, text, jsonb, jsonb),
     jobq.discard_dead(text, interval),
     jobq.prune(integer),
     jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval),
@@ -81,7 +81,7 @@ GRANT SELECT ON jobq._job_error, jobq._queue_defaults TO jobq_admin;
 -- Workflows (since 0.6.0): producers enqueue batch callbacks; producers and
 -- workers read a job's state, its result and its parents' results, and
 -- watch a job to be notified when it finishes.
-GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer) TO jobq_producer;
+GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb) TO jobq_producer;
 GRANT EXECUTE ON FUNCTION jobq.status(bigint), jobq.result(bigint), jobq.parent_results(bigint), jobq.watch(bigint)
     TO jobq_producer, jobq_worker;
 GRANT SELECT ON jobq.job_dependencies TO jobq_viewer;

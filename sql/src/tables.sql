@@ -36,6 +36,7 @@ CREATE TABLE jobq._job (
     -- update writes no indexed value and stays HOT.
     parked_expires_at timestamptz GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED,
     progress          jsonb,
+    meta              jsonb,
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -76,6 +77,8 @@ COMMENT ON COLUMN jobq._job.parked_expires_at IS
     'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
 COMMENT ON COLUMN jobq._job.progress IS
     'The last progress its holder reported (jobq.progress: any small JSON value); kept while the job is live, so that a later attempt can resume from it.';
+COMMENT ON COLUMN jobq._job.meta IS
+    'The JSON object its producer attached beside the payload (enqueue''s meta: tags, W3C trace context), capped like the payload; NULL when none.';
 
 -- Exactly the claim query: equality on queue, ORDER BY priority, run_at, id.
 -- Fresh leases stay in it (claim writes no indexed column, so its UPDATE is
@@ -134,6 +137,7 @@ CREATE TABLE jobq._job_archive (
     timeout       interval,
     result        jsonb,
     cancelled_by  bigint,
+    meta          jsonb,
     CONSTRAINT job_archive_status_valid CHECK (status IN ('completed', 'dead', 'cancelled'))
 ) PARTITION BY RANGE (prune_after);
 COMMENT ON TABLE jobq._job_archive IS
@@ -143,6 +147,7 @@ COMMENT ON COLUMN jobq._job_archive.prune_after IS
 COMMENT ON COLUMN jobq._job_archive.result IS 'What the job''s complete() reported (any JSON value); NULL when none.';
 COMMENT ON COLUMN jobq._job_archive.cancelled_by IS
     'The ancestor whose death or cancellation cancelled this job (the root of the cascade); jobq.retry of it restores this job.';
+COMMENT ON COLUMN jobq._job_archive.meta IS 'The job''s meta (enqueue''s meta), kept with it.';
 
 -- The default partition: rows kept until retried (NULL prune_after: dead
 -- and cancelled jobs of queues without dead_retention, the default), and
@@ -421,6 +426,7 @@ CREATE TYPE jobq.job AS (
     last_error        text,
     group_key         text,
     timeout           interval,
-    progress          jsonb
+    progress          jsonb,
+    meta              jsonb
 );
-COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry).';
+COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry). meta: what the producer attached beside the payload (tags, trace context), or NULL.';

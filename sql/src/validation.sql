@@ -40,6 +40,31 @@ END
 $$;
 COMMENT ON FUNCTION jobq._check_payload(jsonb, text, integer) IS 'Raises JQ002 for a payload that is not a JSON object, JQ003 when over the size cap.';
 
+CREATE FUNCTION jobq._check_meta(p_meta jsonb, p_arg text, p_max_bytes integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise JQ002/JQ003 unless p_meta (a job's meta) is NULL (none) or a JSON
+    -- object within the size cap (the queue's max_payload_bytes, as a payload).
+    IF p_meta IS NULL THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(p_meta) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: % must be a JSON object, got %', p_arg, jsonb_typeof(p_meta)
+            USING ERRCODE = 'JQ002',
+                  HINT = 'Pass tags as an object, e.g. ''{"tenant": "acme"}''::jsonb, or NULL for none.';
+    END IF;
+    IF pg_column_size(p_meta) > p_max_bytes THEN
+        RAISE EXCEPTION 'jobq: % is % bytes, over the queue''s cap of % bytes',
+                p_arg, pg_column_size(p_meta), p_max_bytes
+            USING ERRCODE = 'JQ003',
+                  HINT = 'Keep meta small (tags, trace context): store large data in a table, or raise max_payload_bytes with jobq.configure_queue().';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_meta(jsonb, text, integer) IS 'Raises JQ002 for a meta that is neither NULL nor a JSON object, JQ003 when over the size cap.';
+
 CREATE FUNCTION jobq._check_time(p_value timestamptz, p_arg text) RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp

@@ -413,10 +413,10 @@ BEGIN
     IF cardinality(v_set) > 0 THEN
         WITH moved AS (
             INSERT INTO jobq._job (id, queue, payload, status, parked, priority, run_at, attempts, max_attempts,
-                                   job_key, created_at, group_key, timeout, has_children, has_parents)
+                                   job_key, created_at, group_key, timeout, has_children, has_parents, meta)
             SELECT a.id, a.queue, a.payload, 'waiting', true, a.priority, a.run_at, a.attempts, a.max_attempts,
                    a.job_key, a.created_at, a.group_key, a.timeout,
-                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true
+                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true, a.meta
             FROM jobq._job_archive AS a
             WHERE a.id = ANY (v_set)
             ORDER BY a.id

@@ -7,6 +7,13 @@
 --     claim a queue learns when its next job falls due.
 --   enqueue, enqueue_many: on_duplicate ('keep', the default; 'replace': debounce; 'replace_payload':
 --     throttle) for keyed jobs (issue 28 §3); new helpers _check_on_duplicate, _replace_job
+--   job metadata (issue 27): new column jobq._job.meta (and jobq._job_archive.meta), a JSON object beside the
+--     payload capped like it (JQ002 not an object, JQ003 over max_payload_bytes; new jobq._check_meta,
+--     jobq._check_metas); enqueue(…, meta jsonb), enqueue_many(…, metas jsonb[]), enqueue_callback(…, meta jsonb)
+--     and jobq._insert_job(…, p_meta) take it (new signatures: DROP and CREATE, GRANTs again); claim returns it
+--     (jobq.job gets the attribute meta; jobq._claim, jobq._lock_ready), jobq.jobs shows it (new last column meta),
+--     _finish_kept keeps it in the archive, retry, retry_dead and _restore_descendants bring it back;
+--     cancel_jobs(…, meta_contains jsonb) cancels only jobs whose meta contains it (@>)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -46,23 +53,48 @@ DROP FUNCTION jobq._queue_slots(text, integer, timestamptz);
 -- @replace-function jobq._claim(text[], integer, text, interval)
 -- @replace-function jobq._lock_ready(text, integer)
 -- @replace-function jobq.next_run_at(text[])
--- on_duplicate (issue 28): a new trailing parameter, so DROP and CREATE (and the GRANTs below).
+
+-- job metadata (issue 27)
+ALTER TABLE jobq._job ADD COLUMN meta jsonb;
+COMMENT ON COLUMN jobq._job.meta IS
+    'The JSON object its producer attached beside the payload (enqueue''s meta: tags, W3C trace context), capped like the payload; NULL when none.';
+ALTER TABLE jobq._job_archive ADD COLUMN meta jsonb;
+COMMENT ON COLUMN jobq._job_archive.meta IS 'The job''s meta (enqueue''s meta), kept with it.';
+ALTER TYPE jobq.job ADD ATTRIBUTE meta jsonb;
+COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry). meta: what the producer attached beside the payload (tags, trace context), or NULL.';
+-- @function jobq._check_meta(jsonb, text, integer)
+-- @function jobq._check_metas(jsonb[], integer, integer)
+DROP FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean);
+-- @function jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb)
+DROP FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer);
+-- @function jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb)
+-- @replace-function jobq._finish_kept(bigint[], uuid[], text, text, boolean, jsonb[], bigint)
+-- @replace-function jobq.retry(bigint)
+-- @replace-function jobq.retry_dead(text)
+-- @replace-function jobq._restore_descendants(bigint)
+DROP FUNCTION jobq.cancel_jobs(text, text, jsonb);
+-- @function jobq.cancel_jobs(text, text, jsonb, jsonb)
+-- @replace-view jobq.jobs
+
+-- meta (issue 27) and on_duplicate (issue 28): new trailing parameters, so DROP and CREATE (and the GRANTs below).
 DROP FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text);
 DROP FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text);
 -- @function jobq._check_on_duplicate(text, boolean, text)
--- @function jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean)
--- @function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text)
--- @function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+-- @function jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb)
+-- @function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text)
+-- @function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
 
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
 TO jobq_producer;
+GRANT EXECUTE ON FUNCTION jobq.cancel_jobs(text, text, jsonb, jsonb) TO jobq_admin;
+GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb) TO jobq_producer;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
