@@ -13,7 +13,8 @@ CREATE FUNCTION jobq.enqueue(
     timeout interval DEFAULT NULL,
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
-    on_parent_failure text DEFAULT 'cancel'
+    on_parent_failure text DEFAULT 'cancel',
+    fair_key text DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -30,12 +31,14 @@ BEGIN
     -- handler run. depends_on: the job waits until those jobs completed;
     -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
     -- (and its own dependents), 'run' runs it once all have finished.
+    -- fair_key: the key (tenant) a fair queue serves round-robin.
     IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
        AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
        AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
        AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
        AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
-                                 NULL, NULL) THEN
+                                 NULL, NULL)
+       AND (enqueue.fair_key IS NULL OR char_length(enqueue.fair_key) BETWEEN 1 AND 512) THEN
         -- The common case (no key, group, timeout or parents) in one
         -- statement: the queue's settings read in it, and no row when the
         -- payload is over the queue's max_payload_bytes or some per-queue
@@ -43,9 +46,10 @@ BEGIN
         -- raises the error, or checks the privilege and inserts. No key:
         -- nothing to conflict with. (Each helper call saved is a function
         -- call with pinned settings; a single-job enqueue pays them all.)
-        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout)
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout, fair_key)
         SELECT enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
-               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout
+               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout,
+               coalesce(enqueue.fair_key, CASE WHEN q.fair THEN '' END)
         FROM jobq._queue_defaults AS d
         LEFT JOIN jobq._queue AS q ON q.queue = enqueue.queue
         WHERE pg_column_size(enqueue.payload) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
@@ -63,7 +67,9 @@ BEGIN
             AND coalesce(jsonb_typeof(enqueue.payload) = 'object'
                          AND pg_column_size(enqueue.payload) <= v_settings.max_payload_bytes, false)
             AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
-            AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
+            AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
+            AND (enqueue.fair_key IS NULL OR char_length(enqueue.fair_key) BETWEEN 1 AND 512)
+            AND NOT (v_settings.fair AND enqueue.group_key IS NOT NULL)) THEN
         PERFORM jobq._check_queue(enqueue.queue, 'queue');
         PERFORM jobq._check_payload(enqueue.payload, 'payload', v_settings.max_payload_bytes);
         PERFORM jobq._check_time(enqueue.run_at, 'run_at');
@@ -73,6 +79,8 @@ BEGIN
         PERFORM jobq._check_interval(enqueue.timeout, 'timeout', interval '1 second', interval '1 day');
         PERFORM jobq._check_unique_for(enqueue.unique_for, enqueue.job_key IS NOT NULL, 'job_key');
         PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
+        PERFORM jobq._check_fair_key(enqueue.fair_key, 'fair_key');
+        PERFORM jobq._check_fair_grouping(v_settings.fair, enqueue.group_key);
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue.queue], 'produce')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
@@ -80,19 +88,20 @@ BEGIN
     IF coalesce(cardinality(enqueue.depends_on), 0) = 0 THEN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
-                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for);
+                                enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
+                                false, enqueue.fair_key);
     END IF;
     PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
     PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                              enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
-                             true);
+                             true, enqueue.fair_key);
     PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text) IS
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text) IS
     'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead; depends_on makes it wait for those jobs.';
 
 CREATE FUNCTION jobq.enqueue_many(
@@ -106,7 +115,8 @@ CREATE FUNCTION jobq.enqueue_many(
     timeout interval DEFAULT NULL,
     unique_for interval DEFAULT NULL,
     depends_on bigint[] DEFAULT NULL,
-    on_parent_failure text DEFAULT 'cancel'
+    on_parent_failure text DEFAULT 'cancel',
+    fair_keys text[] DEFAULT NULL
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -124,7 +134,8 @@ BEGIN
     -- group_key, they join that serial group in payload order. timeout,
     -- unique_for, depends_on and on_parent_failure apply to every job, as in
     -- jobq.enqueue (unique_for to those with a key): with depends_on, every
-    -- job waits for the same parents.
+    -- job waits for the same parents. fair_keys: one fair key (or NULL) per
+    -- payload.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
@@ -138,6 +149,12 @@ BEGIN
             p_depends_on => enqueue_many.depends_on, p_on_parent_failure => enqueue_many.on_parent_failure);
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
+    IF enqueue_many.fair_keys IS NOT NULL THEN
+        PERFORM jobq._check_fair_keys(p_fair_keys => enqueue_many.fair_keys, p_n => v_n);
+    END IF;
+    IF v_settings.fair AND enqueue_many.group_key IS NOT NULL THEN
+        PERFORM jobq._check_fair_grouping(v_settings.fair, enqueue_many.group_key);
+    END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
@@ -162,10 +179,12 @@ BEGIN
         -- sorting the returned ids gives payload order.
         RETURN QUERY
         WITH ins AS (
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, fair_key)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout)
+                   coalesce(enqueue_many.timeout, v_settings.timeout),
+                   coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
+                            CASE WHEN v_settings.fair THEN '' END)
             FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
             ORDER BY p.ord
             RETURNING id
@@ -178,10 +197,12 @@ BEGIN
         -- No keys, with parents: one INSERT of waiting jobs, then their links.
         WITH ins AS (
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
-                                   status, parked, has_parents)
+                                   status, parked, has_parents, fair_key)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true,
+                   coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
+                            CASE WHEN v_settings.fair THEN '' END)
             FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
             ORDER BY p.ord
             RETURNING id
@@ -194,7 +215,7 @@ BEGIN
 
     PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
     FOR v_item IN
-        SELECT x.payload, x.job_key
+        SELECT x.payload, x.job_key, enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + x.ord - 1] AS fair_key
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys) WITH ORDINALITY AS x(payload, job_key, ord)
         ORDER BY x.ord
     LOOP
@@ -203,7 +224,7 @@ BEGIN
                                            coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
                                            v_item.job_key, enqueue_many.group_key,
                                            coalesce(enqueue_many.timeout, v_settings.timeout),
-                                           enqueue_many.unique_for, v_waiting);
+                                           enqueue_many.unique_for, v_waiting, v_item.fair_key);
     END LOOP;
     IF v_waiting THEN
         PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
@@ -211,7 +232,7 @@ BEGIN
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text) IS
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text[]) IS
     'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held); depends_on makes every one wait for those jobs.';
 
 CREATE FUNCTION jobq.enqueue_callback(

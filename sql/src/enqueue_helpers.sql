@@ -25,7 +25,8 @@ COMMENT ON FUNCTION jobq._enqueue_args_ok(text, timestamptz, integer, integer, t
 
 CREATE FUNCTION jobq._insert_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
-    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false
+    p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false,
+    p_fair_key text DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -38,7 +39,8 @@ BEGIN
     -- p_unique_for also the id of the job of that key completed within
     -- p_unique_for. Loops when the holder finishes between the INSERT and
     -- the lookup. p_waiting: the job waits for parents (jobq._attach links
-    -- it): status waiting, parked, and no wake-up yet.
+    -- it): status waiting, parked, and no wake-up yet. p_fair_key: the
+    -- job's fair key; none in a fair queue is '' (the keyless jobs' turn).
     IF p_unique_for IS NOT NULL THEN
         SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
         IF v_id IS NOT NULL THEN
@@ -53,14 +55,17 @@ BEGIN
     FOR i IN 1..10 LOOP
         IF p_waiting THEN
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                   status, parked, has_parents)
+                                   status, parked, has_parents, fair_key)
             VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                    'waiting', true, true)
+                    'waiting', true, true,
+                    coalesce(p_fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = p_queue AND q.fair)))
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         ELSE
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout)
-            VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
+                                   fair_key)
+            VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
+                    coalesce(p_fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = p_queue AND q.fair)))
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         END IF;
@@ -79,7 +84,7 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean) IS
+COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, text) IS
     'Inserts one validated job (ready, and NOTIFYs; or waiting for parents), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';
 
 CREATE FUNCTION jobq._check_enqueue_many_args(

@@ -11,8 +11,8 @@ GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin, jobq_viewe
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text[])
 TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
@@ -44,7 +44,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.cancel_jobs(text, text, jsonb),
     jobq.discard_dead(text, interval),
     jobq.prune(integer),
-    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval),
+    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer),
     jobq.reset_queue(text),
     jobq.pause(text),
     jobq.resume(text),

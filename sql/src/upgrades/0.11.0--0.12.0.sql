@@ -1,5 +1,11 @@
 -- jobq 0.11.0 → 0.12.0. One line per change:
---   (none yet)
+--   fair queues (issue 28): configure_queue(…, fair, fair_weights, per_key_concurrency) (new signature, with
+--     jobq._queue.fair, fair_weights, per_key_concurrency, fair_cursor, fair_turns); enqueue(…, fair_key) and
+--     enqueue_many(…, fair_keys) (new signatures, with jobq._job.fair_key and jobq._job_fair_idx);
+--     a fair queue is claimed round-robin across its keys (new jobq._fair_pick, called by jobq._pick;
+--     jobq._plain_leases sends fair queues to it); _insert_job takes the fair key; _settings, reset_queue
+--     know the new settings; new checks _check_fair_key, _check_fair_keys, _check_fair_grouping,
+--     _check_fair_weights
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -31,9 +37,49 @@ INSERT INTO jobq._migration (version) VALUES ('0.12.0');
 
 -- @replace-function jobq.version()
 
+-- fair queues (issue 28): the settings, the job's key and the index the fair claim reads.
+ALTER TABLE jobq._queue ADD COLUMN fair boolean;
+ALTER TABLE jobq._queue ADD COLUMN fair_weights jsonb;
+ALTER TABLE jobq._queue ADD COLUMN per_key_concurrency integer;
+ALTER TABLE jobq._queue ADD COLUMN fair_cursor text;
+ALTER TABLE jobq._queue ADD COLUMN fair_turns integer;
+ALTER TABLE jobq._queue ADD CONSTRAINT queue_per_key_concurrency_range CHECK (per_key_concurrency BETWEEN 1 AND 10000);
+ALTER TABLE jobq._job ADD COLUMN fair_key text COLLATE "C";
+ALTER TABLE jobq._job ADD CONSTRAINT job_fair_key_length CHECK (char_length(fair_key) <= 512);
+COMMENT ON COLUMN jobq._job.fair_key IS
+    'The fair key (enqueue''s fair_key): a fair queue serves its keys round-robin; '''' for a job of a fair queue enqueued without one.';
+CREATE INDEX _job_fair_idx ON jobq._job (queue, fair_key, priority, run_at, id)
+    WHERE fair_key IS NOT NULL AND NOT parked;
+-- @replace-function jobq._settings(text)
+-- @function jobq._check_fair_key(text, text)
+-- @function jobq._check_fair_keys(text[], integer)
+-- @function jobq._check_fair_grouping(boolean, text)
+-- @function jobq._check_fair_weights(jsonb)
+-- @function jobq._fair_pick(text, integer, jobq._queue)
+-- @replace-function jobq._plain_leases(text[], interval)
+-- @replace-function jobq._pick(text[], integer, interval, timestamptz)
+DROP FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean);
+-- @function jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, text)
+DROP FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text);
+-- @function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text)
+DROP FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text);
+-- @function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text[])
+DROP FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval);
+-- @function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
+-- @replace-function jobq.reset_queue(text)
+
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, text[])
+TO jobq_producer;
+GRANT EXECUTE ON FUNCTION
+    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
+TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
