@@ -36,9 +36,9 @@ BEGIN
     END LOOP;
 END $$;
 SELECT set_eq($$SELECT fn::text FROM notifiers$$,
-              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean)',
-                    'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text)',
-                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text)',
+              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean,text)',
+                    'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,text)',
+                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,text[])',
                     'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
                     'jobq._notify_cancelled(bigint[],uuid[])',
                     'jobq._settle(bigint[])',

@@ -42,7 +42,7 @@ SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_worker', ARR
                           'function_privs_are: jobq_worker may not execute run_now()');
 SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_admin', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_admin may execute run_now()');
-SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text'],
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'text'],
                           'jobq_viewer', ARRAY[]::text[], 'function_privs_are: jobq_viewer may not execute enqueue()');
 SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq_viewer', ARRAY[]::text[],
                           'function_privs_are: jobq_viewer may not execute claim()');

@@ -70,6 +70,7 @@ async def enqueue(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    fair_key: str | None = None,
 ) -> int:
     """Add a job and return its id.
 
@@ -97,6 +98,11 @@ async def enqueue(
     :class:`~pyqueue.InvalidDependency`. The job reads its parents' results
     with :func:`parent_results`. See :func:`chain` and :func:`group`.
 
+    ``fair_key`` (a tenant or customer id, 1 to 512 characters) is the key
+    a fair queue (``configure_queue(queue, fair=True)``, jobq 0.12) serves
+    round-robin: one key's backlog never holds up another's. Sent only
+    when given.
+
     Arguments Python cannot send faithfully (NaN in the payload, NUL
     characters, integers beyond the SQL type, a negative delay...) raise the
     typed error the database would use, before anything is sent.
@@ -104,7 +110,7 @@ async def enqueue(
     return await arun(conn, s.enqueue(
         queue, payload, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, key=key,
         group_key=group_key, timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-        on_parent_failure=on_parent_failure))
+        on_parent_failure=on_parent_failure, fair_key=fair_key))
 
 
 async def enqueue_many(
@@ -122,6 +128,7 @@ async def enqueue_many(
     unique_for: timedelta | float | None = None,
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
+    fair_keys: Sequence[str | None] | None = None,
 ) -> list[int]:
     """Add one job per payload in one statement; their ids in payload order.
 
@@ -129,12 +136,13 @@ async def enqueue_many(
     :func:`enqueue`; with ``group_key`` the jobs join that serial group in
     payload order; ``timeout`` and ``unique_for`` apply to every job, as for
     :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
-    job of the call waits for the same parents).
+    job of the call waits for the same parents). ``fair_keys`` gives one
+    fair key (or None) per payload, as ``fair_key`` does for :func:`enqueue`.
     """
     return await arun(conn, s.enqueue_many(
         queue, payloads, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, keys=keys,
         group_key=group_key, timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-        on_parent_failure=on_parent_failure))
+        on_parent_failure=on_parent_failure, fair_keys=fair_keys))
 
 
 async def claim(
@@ -321,7 +329,11 @@ async def configure_queue(conn: AsyncConnection, queue: str, **settings: Any) ->
     rate_interval, timeout (the default execution timeout of the queue's
     jobs; 0 removes it) and result_retention (how long a completed job with
     a result is kept, at least retention; 0 .. 3650 days); durations as
-    timedelta or seconds. Omitted settings stay as they are.
+    timedelta or seconds. Fair queues (jobq 0.12): fair (True: claims serve
+    the queue's fair keys round-robin; False also drops the two below),
+    fair_weights (a dict of fair key to turns per round, 1..1000; {}
+    removes them) and per_key_concurrency (running jobs per fair key; 0
+    removes the limit). Omitted settings stay as they are.
     """
     return await arun(conn, s.configure_queue(queue, **settings))
 

@@ -30,7 +30,7 @@ _RUN_AT = "coalesce(%(run_at)s::timestamptz, now() + %(delay)s::interval, now())
 # on_parent_failure (jobq 0.6).
 ENQUEUE_OPTION_TYPES = {
     "group_key": "text", "timeout": "interval", "unique_for": "interval",
-    "depends_on": "bigint[]", "on_parent_failure": "text",
+    "depends_on": "bigint[]", "on_parent_failure": "text", "fair_key": "text", "fair_keys": "text[]",
 }
 ENQUEUE_TEMPLATE = (
     "SELECT jobq.enqueue(%(queue)s::text, %(payload)s::jsonb, " + _RUN_AT + ", "

@@ -203,6 +203,7 @@ SET plan_cache_mode = force_generic_plan
 SET jit = off
 SET enable_sort = off
 SET enable_bitmapscan = off
+SET enable_seqscan = off
 SET max_parallel_workers_per_gather = 0
 AS $$
 DECLARE
@@ -235,8 +236,9 @@ BEGIN
     -- (SKIP LOCKED, as for the queue's concurrency limit: a claimer that
     -- finds it taken gets no jobs, never a wait), in a statement after the
     -- lock. Keys come from a skip scan of jobq._job_fair_idx (one probe per
-    -- key, never a sort of the backlog), each key's jobs from the same index.
-    -- Returns the ids in the order served; moves the cursor when it can lock
+    -- key, never a sort of the backlog), each key's jobs from the same index;
+    -- plans pinned (no sort, bitmap or sequential scan, whatever the
+    -- statistics). Returns the ids in the order served; moves the cursor when it can lock
     -- the queue's row (a concurrent claim that cannot leaves it to the other).
     IF p_n <= 0 THEN
         RETURN v_ids;
