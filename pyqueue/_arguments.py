@@ -63,7 +63,7 @@ def retry_time(retry_at: datetime | None) -> datetime | None:
 def _enqueue_options(
     group_key: str | None, timeout: timedelta | float | None, unique_for: timedelta | float | None,
     depends_on: Iterable[int] | None, on_parent_failure: str,
-    fair_key: str | None = None, fair_keys: Sequence[str | None] | None = None,
+    *, fair_key: str | None = None, fair_keys: Sequence[str | None] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The named arguments of later jobq versions that were given, and their
     values (on_parent_failure: when not the default, or with depends_on)."""
@@ -129,7 +129,7 @@ def enqueue_params(
     the options of later jobq versions that were given) and the parameters
     but the payloads and keys."""
     options, values = _enqueue_options(group_key, timeout, unique_for, depends_on, on_parent_failure,
-                                       fair_key, fair_keys)
+                                       fair_key=fair_key, fair_keys=fair_keys)
     params = {
         "queue": check.text(queue, "queue", InvalidQueueName),
         **schedule_params(delay, run_at),
@@ -297,7 +297,8 @@ def configure_query(queue: str, settings: Mapping[str, Any]) -> tuple[str, dict[
 def _setting(name: str, sql_type: str, value: Any) -> Any:
     if sql_type == "boolean":
         if not isinstance(value, bool):
-            raise check.refuse(InvalidSetting, f"setting {name} must be True or False, got {type(value).__name__}",
+            raise check.refuse(InvalidSetting,
+                               f"setting {name} must be True or False, got {type(value).__name__}",
                                f"Pass {name}=True or {name}=False.")
         return value
     if sql_type == "jsonb":
