@@ -162,6 +162,7 @@ bench: deps venv
 	$(PY) -m pyqueue.bench.prune $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_partitions $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_grants $(QUICK_FLAG) || status=1; \
+	$(PY) -m pyqueue.bench.fair $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.python_side $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.backlog $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.cold_start $(QUICK_FLAG) || status=1; \

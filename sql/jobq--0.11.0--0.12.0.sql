@@ -2,7 +2,8 @@
 --   fair queues (issue 28): configure_queue(…, fair, fair_weights, per_key_concurrency) (new signature, with
 --     jobq._queue.fair, fair_weights, per_key_concurrency, fair_cursor, fair_turns); enqueue(…, fair_key) and
 --     enqueue_many(…, fair_keys) (new signatures, with jobq._job.fair_key and jobq._job_fair_idx);
---     a fair queue is claimed round-robin across its keys (new jobq._fair_pick, called by jobq._pick;
+--     a fair queue is claimed round-robin across its keys (new jobq._fair_pick, called by jobq._claim for
+--     one fair queue and by jobq._pick for fair queues among others;
 --     jobq._plain_leases sends fair queues to it); _insert_job takes the fair key; _settings, reset_queue
 --     know the new settings; new checks _check_fair_key, _check_fair_keys, _check_fair_grouping,
 --     _check_fair_weights
@@ -495,6 +496,101 @@ END
 $$;
 COMMENT ON FUNCTION jobq._pick(text[], integer, interval, timestamptz) IS
     'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
+CREATE OR REPLACE FUNCTION jobq._claim(p_queues text[], p_n integer, p_worker text, p_lease interval)
+RETURNS SETOF jobq.job
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+    v_plain record;
+    v_ids bigint[];
+    v_leases interval[];
+    v_parked boolean[];
+    v_park text[];
+    v_now timestamptz;
+    v_fair jobq._queue;
+BEGIN
+    -- What both claim() overloads do once their arguments are checked:
+    -- lease up to p_n ready jobs across p_queues, most urgent first
+    -- (priority, run_at, id), each under its queue's lease unless given;
+    -- paused queues, concurrency and rate limits and serial groups honoured;
+    -- fair queues round-robin across their fair keys.
+    -- No sort and no bitmap scan (the SET clauses): whatever the table's
+    -- statistics say (never analyzed, analyzed while empty), the candidates
+    -- come from the claim index in its order, and reading stops after p_n.
+    -- First which jobs (locked), under which lease, parked or not; then the
+    -- one lease UPDATE.
+    v_now := clock_timestamp();
+    v_plain := jobq._plain_leases(p_queues, p_lease);
+    IF v_plain.names IS NOT NULL THEN
+        -- Plain queues: one statement picks (an index scan per queue). The
+        -- lease writes no indexed column: a HOT update on the row's own
+        -- page; the row stays in the claim index, and claims skip it by its
+        -- status. On a queue crowded with older leases
+        -- (jobq._crowded_queues) the lease parks the row instead, so that
+        -- leases do not pile up ahead of every later claim.
+        v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+        SELECT array_agg(c.id), array_agg(v_plain.leases[array_position(v_plain.names, c.queue)]),
+               array_agg(c.queue = ANY (v_park))
+        INTO v_ids, v_leases, v_parked
+        FROM (SELECT c.id, c.queue
+              FROM unnest(v_plain.names) AS q(name),
+                   LATERAL (SELECT p.id, p.queue, p.priority, p.run_at
+                            FROM jobq._job AS p
+                            WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                              AND p.run_at <= now() AND p.group_key IS NULL
+                            ORDER BY p.priority, p.run_at, p.id
+                            LIMIT p_n
+                            FOR UPDATE SKIP LOCKED) AS c
+              ORDER BY c.priority, c.run_at, c.id
+              LIMIT p_n) AS c;
+    ELSE
+        IF cardinality(p_queues) = 1 THEN
+            v_fair := jobq._settings(p_queues[1]);
+        END IF;
+        IF v_fair.fair AND NOT v_fair.paused AND v_fair.concurrency IS NULL AND v_fair.rate_limit IS NULL THEN
+            -- One fair queue without queue limits: round-robin across its
+            -- fair keys (jobq._fair_pick), straight. Its leases are parked:
+            -- reap and the live counts find in-place leases only at the
+            -- head of the claim index, where a fair claim's are not.
+            v_ids := jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair);
+            v_leases := array_fill(coalesce(p_lease, v_fair.lease), ARRAY[cardinality(v_ids)]);
+            v_parked := array_fill(true, ARRAY[cardinality(v_ids)]);
+        ELSE
+            -- Limits, pause, serial groups or fair queues among others:
+            -- jobq._pick counts and locks. These leases are parked at once:
+            -- limited queues count their running jobs by the parked index.
+            SELECT array_agg(p.id), array_agg(p.lease), array_agg(true) INTO v_ids, v_leases, v_parked
+            FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease, p_now => v_now) AS p;
+        END IF;
+    END IF;
+    RETURN QUERY
+    WITH leased AS (
+        UPDATE jobq._job AS j
+        SET status = 'running',
+            parked = p.parked,
+            attempts = j.attempts + 1,
+            lease_token = gen_random_uuid(),
+            lease_expires_at = v_now + p.lease,
+            worker = p_worker,
+            started_at = v_now
+        FROM unnest(v_ids, v_leases, v_parked) AS p(id, lease, parked)
+        WHERE j.id = p.id
+        RETURNING j.*
+    )
+    SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+           l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
+           l.timeout, l.progress
+    FROM leased AS l
+    ORDER BY l.priority, l.run_at, l.id;
+END
+$$;
+COMMENT ON FUNCTION jobq._claim(text[], integer, text, interval) IS
+    'The claim itself (arguments already checked): fast path for plain queues, jobq._pick otherwise.';
 DROP FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean);
 CREATE FUNCTION jobq._insert_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,

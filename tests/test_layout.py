@@ -277,7 +277,8 @@ def test_each_client_call_and_its_async_twin_are_functions_of_their_own(conn: Co
         "delay: 'timedelta | float | None' = None, run_at: 'datetime | None' = None, priority: 'int' = 0, "
         "max_attempts: 'int | None' = None, key: 'str | None' = None, group_key: 'str | None' = None, "
         "timeout: 'timedelta | float | None' = None, unique_for: 'timedelta | float | None' = None, "
-        "depends_on: 'Iterable[int] | None' = None, on_parent_failure: 'str' = 'cancel') -> 'int'")
+        "depends_on: 'Iterable[int] | None' = None, on_parent_failure: 'str' = 'cancel', "
+        "fair_key: 'str | None' = None) -> 'int'")
     assert str(inspect.signature(pyqueue.aio.claim)).endswith("-> 'list[AsyncJob]'")
     by_name: Any = pyqueue.enqueue  # conn may be passed by name, as the signature says
     job_id = by_name(conn=conn, queue="layout", payload={})

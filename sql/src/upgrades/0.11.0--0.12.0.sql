@@ -2,7 +2,8 @@
 --   fair queues (issue 28): configure_queue(…, fair, fair_weights, per_key_concurrency) (new signature, with
 --     jobq._queue.fair, fair_weights, per_key_concurrency, fair_cursor, fair_turns); enqueue(…, fair_key) and
 --     enqueue_many(…, fair_keys) (new signatures, with jobq._job.fair_key and jobq._job_fair_idx);
---     a fair queue is claimed round-robin across its keys (new jobq._fair_pick, called by jobq._pick;
+--     a fair queue is claimed round-robin across its keys (new jobq._fair_pick, called by jobq._claim for
+--     one fair queue and by jobq._pick for fair queues among others;
 --     jobq._plain_leases sends fair queues to it); _insert_job takes the fair key; _settings, reset_queue
 --     know the new settings; new checks _check_fair_key, _check_fair_keys, _check_fair_grouping,
 --     _check_fair_weights
@@ -58,6 +59,7 @@ CREATE INDEX _job_fair_idx ON jobq._job (queue, fair_key, priority, run_at, id)
 -- @function jobq._fair_pick(text, integer, jobq._queue)
 -- @replace-function jobq._plain_leases(text[], interval)
 -- @replace-function jobq._pick(text[], integer, interval, timestamptz)
+-- @replace-function jobq._claim(text[], integer, text, interval)
 DROP FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean);
 -- @function jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, text)
 DROP FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text);
