@@ -53,7 +53,7 @@ SELECT set_has(
     'jobq.queues shows concurrency, rate_limit, rate_interval and paused');
 SELECT is((SELECT column_name::text FROM information_schema.columns
            WHERE table_schema = 'jobq' AND table_name = 'queues' ORDER BY ordinal_position DESC LIMIT 1),
-          'result_retention', 'result_retention is the last column of jobq.queues');
+          'per_key_concurrency', 'per_key_concurrency (after fair and fair_weights) is the last column of jobq.queues');
 SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
                 WHERE table_schema = 'jobq' AND table_name = 'jobs' ORDER BY ordinal_position DESC LIMIT 3),
           ARRAY['progress', 'cancelled_by', 'result'], 'jobq.jobs ends with result, cancelled_by, progress (0.11.0)');

@@ -5,7 +5,7 @@
 -- running jobs of each key. Bad input is a JQ error that changes nothing.
 -- (Many sessions and worker processes: tests/test_fair_queues.py.)
 BEGIN;
-SELECT plan(66);
+SELECT plan(70);
 
 -- The fair keys of the jobs a claim returns, sorted ('-' for a keyless job).
 CREATE FUNCTION pg_temp.claim_keys(p_queue text, p_n int) RETURNS text LANGUAGE sql AS $$
@@ -154,6 +154,22 @@ SELECT is(pg_temp.claim_keys('rr', 1), 'a', 'claimed');
 UPDATE jobq._job SET lease_expires_at = now() - interval '1 second' WHERE queue = 'rr';
 SELECT is(jobq.reap(), 1, 'reap returns the expired lease');
 SELECT is(pg_temp.claim_keys('rr', 1), 'a', 'and the fair claim finds the job again');
+DELETE FROM jobq._job;
+
+-- what operators see ----------------------------------------------------------------------------
+SELECT jobq.configure_queue('seen', fair => true, fair_weights => '{"a": 2}', per_key_concurrency => 4);
+SELECT pg_temp.add('seen', 'a', 3);
+SELECT pg_temp.add('seen', 'b', 1);
+SELECT jobq.enqueue('seen', '{}');
+SELECT jobq.enqueue('seen', '{}', fair_key => 'c', run_at => now() + interval '1 hour');
+SELECT is(pg_temp.claim_keys('seen', 2), '-,a', 'the keyless jobs'' turn and a''s first of two');
+SELECT results_eq($$SELECT fair_key, ready, scheduled, running, rank FROM jobq.fair_keys WHERE queue = 'seen' ORDER BY rank$$,
+                  $$VALUES ('a', 2::bigint, 0::bigint, 1::bigint, 1::bigint), (NULL, 0, 0, 1, 2), ('b', 1, 0, 0, 3),
+                           ('c', 0, 1, 0, 4)$$,
+                  'jobq.fair_keys: each key''s ready, scheduled and running jobs, busiest first (NULL: no key)');
+SELECT results_eq($$SELECT fair, fair_weights, per_key_concurrency FROM jobq.queues WHERE queue = 'seen'$$,
+                  $$VALUES (true, '{"a": 2}'::jsonb, 4)$$, 'jobq.queues shows the fair settings');
+SELECT is((SELECT count(*) FROM jobq.fair_keys WHERE queue = 'rr')::int, 0, 'a fair queue without jobs has no keys there');
 DELETE FROM jobq._job;
 
 -- bad input: a JQ error, nothing changed -------------------------------------------------------

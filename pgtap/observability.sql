@@ -60,8 +60,8 @@ SELECT set_eq($$SELECT c.relname::text FROM pg_catalog.pg_class AS c
                 WHERE c.relnamespace = 'jobq'::regnamespace
                   AND has_table_privilege('jobq_viewer', c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER')$$,
               ARRAY['stats', 'jobs', 'queues', 'schedules', 'workers', 'throughput', 'job_errors', 'job_dependencies',
-                    'archive_partitions', 'queue_grants'],
-              'jobq_viewer has a privilege on exactly the ten public views incl. job_dependencies, archive_partitions and queue_grants (no private table or view)');
+                    'archive_partitions', 'queue_grants', 'fair_keys'],
+              'jobq_viewer has a privilege on exactly the eleven public views incl. job_dependencies, archive_partitions, queue_grants and fair_keys (no private table or view)');
 SELECT table_privs_are('jobq', '_job', 'jobq_viewer', ARRAY[]::text[], 'table_privs_are: jobq_viewer has nothing on jobq._job');
 SELECT table_privs_are('jobq', '_job_error', 'jobq_viewer', ARRAY[]::text[],
                        'table_privs_are: jobq_viewer has nothing on jobq._job_error');

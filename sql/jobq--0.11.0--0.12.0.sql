@@ -6,7 +6,8 @@
 --     one fair queue and by jobq._pick for fair queues among others;
 --     jobq._plain_leases sends fair queues to it); _insert_job takes the fair key; _settings, reset_queue
 --     know the new settings; new checks _check_fair_key, _check_fair_keys, _check_fair_grouping,
---     _check_fair_weights
+--     _check_fair_weights; jobq.queues shows fair, fair_weights, per_key_concurrency; new view jobq.fair_keys
+--     (a fair queue's 100 busiest keys: ready, scheduled, running, oldest ready age)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -1048,6 +1049,63 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq.reset_queue(text) IS 'Removes a queue''s setting overrides; false when it had none.';
+CREATE OR REPLACE VIEW jobq.queues AS
+    -- Effective settings of every configured queue and every queue with jobs:
+    -- its overrides over jobq._queue_defaults, as jobq._settings() applies
+    -- them (no function call, so a reader needs no EXECUTE on a private one).
+    -- No limit shows as 0 (what configure_queue takes to remove one);
+    -- updated_at is NULL for a queue never configured. The names of queues
+    -- with jobs come from skip scans (one index probe per name), not from
+    -- reading every job.
+    SELECT n.queue,
+           coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
+           coalesce(q.backoff_base, d.backoff_base) AS backoff_base,
+           coalesce(q.backoff_cap, d.backoff_cap) AS backoff_cap,
+           coalesce(q.backoff_jitter, d.backoff_jitter) AS backoff_jitter,
+           coalesce(q.lease, d.lease) AS lease,
+           coalesce(q.retention, d.retention) AS retention,
+           q.dead_retention,
+           coalesce(q.max_payload_bytes, d.max_payload_bytes) AS max_payload_bytes,
+           q.updated_at,
+           coalesce(q.concurrency, 0) AS concurrency,
+           coalesce(q.rate_limit, 0) AS rate_limit,
+           CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END AS rate_interval,
+           coalesce(q.paused, d.paused) AS paused,
+           q.timeout,
+           coalesce(q.result_retention, d.result_retention) AS result_retention,
+           coalesce(q.fair, false) AS fair,
+           q.fair_weights,
+           coalesce(q.per_key_concurrency, 0) AS per_key_concurrency
+    FROM (SELECT c.queue FROM jobq._queue AS c
+          UNION SELECT l.queue FROM jobq._live_queues AS l
+          UNION SELECT d.queue FROM jobq._dead_queues AS d) AS n
+    CROSS JOIN jobq._queue_defaults AS d
+    LEFT JOIN jobq._queue AS q ON q.queue = n.queue;
+COMMENT ON VIEW jobq.queues IS 'Effective settings (overrides over defaults) of every known queue; 0 concurrency, rate_limit or per_key_concurrency: no limit.';
+CREATE VIEW jobq.fair_keys AS
+    -- The fair queues' keys at a glance: per queue, its 100 busiest fair
+    -- keys (running + ready, then key order) with their ready (due now),
+    -- scheduled and running jobs and the age of their oldest ready job;
+    -- fair_key NULL for the jobs enqueued without one, rank 1 the busiest.
+    -- Reads every live job of the fair queues (jobq._job_fair_idx and the
+    -- parked running ones): for dashboards and operators, not hot paths.
+    SELECT k.queue, nullif(k.fair_key, '') COLLATE "default" AS fair_key, k.ready, k.scheduled, k.running, k.oldest_ready_age, k.rank
+    FROM (SELECT j.queue, j.fair_key,
+                 count(*) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS ready,
+                 count(*) FILTER (WHERE j.status = 'ready' AND j.run_at > now()) AS scheduled,
+                 count(*) FILTER (WHERE j.status = 'running') AS running,
+                 now() - min(j.run_at) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS oldest_ready_age,
+                 row_number() OVER (PARTITION BY j.queue
+                                    ORDER BY count(*) FILTER (WHERE j.status = 'running' OR
+                                                              (j.status = 'ready' AND j.run_at <= now())) DESC,
+                                             j.fair_key) AS rank
+          FROM jobq._job AS j
+          JOIN jobq._queue AS q ON q.queue = j.queue AND q.fair
+          WHERE j.fair_key IS NOT NULL
+          GROUP BY j.queue, j.fair_key) AS k
+    WHERE k.rank <= 100;
+COMMENT ON VIEW jobq.fair_keys IS
+    'Per fair queue, its 100 busiest fair keys: ready, scheduled and running jobs, oldest ready age, rank (NULL key: jobs without one).';
 
 ---------------------------------------------------------------------------
 -- privileges
@@ -1061,6 +1119,7 @@ TO jobq_producer;
 GRANT EXECUTE ON FUNCTION
     jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
 TO jobq_admin;
+GRANT SELECT ON jobq.fair_keys TO jobq_viewer;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$

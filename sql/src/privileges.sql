@@ -99,6 +99,8 @@ GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 -- (and so admins) see them.
 GRANT EXECUTE ON FUNCTION jobq.grant_queue(name, text, text), jobq.revoke_queue(name, text, text) TO jobq_admin;
 GRANT SELECT ON jobq.queue_grants TO jobq_viewer;
+-- Fair queues (since 0.12.0): their keys at a glance.
+GRANT SELECT ON jobq.fair_keys TO jobq_viewer;
 GRANT SELECT ON jobq._queue_grant, jobq._read_pattern TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).

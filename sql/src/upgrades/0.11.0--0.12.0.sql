@@ -6,7 +6,8 @@
 --     one fair queue and by jobq._pick for fair queues among others;
 --     jobq._plain_leases sends fair queues to it); _insert_job takes the fair key; _settings, reset_queue
 --     know the new settings; new checks _check_fair_key, _check_fair_keys, _check_fair_grouping,
---     _check_fair_weights
+--     _check_fair_weights; jobq.queues shows fair, fair_weights, per_key_concurrency; new view jobq.fair_keys
+--     (a fair queue's 100 busiest keys: ready, scheduled, running, oldest ready age)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -69,6 +70,8 @@ DROP FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, te
 DROP FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval);
 -- @function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
 -- @replace-function jobq.reset_queue(text)
+-- @replace-view jobq.queues
+-- @view jobq.fair_keys
 
 ---------------------------------------------------------------------------
 -- privileges
@@ -82,6 +85,7 @@ TO jobq_producer;
 GRANT EXECUTE ON FUNCTION
     jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
 TO jobq_admin;
+GRANT SELECT ON jobq.fair_keys TO jobq_viewer;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
 DO $path$
