@@ -10,7 +10,8 @@
   (as the queue's concurrency limit is tested in test_coordination.py);
 - pyqueue's enqueue(fair_key=), enqueue_many(fair_keys=) and
   configure_queue(fair=, fair_weights=, per_key_concurrency=), and their
-  bad input: typed errors that change nothing.
+  bad input: typed errors that change nothing;
+- the dashboard's table of a fair queue's keys.
 
 Orders are read from the queue's history (the archive's started_at and
 finished_at, database time), not from the handler.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -37,6 +39,7 @@ import pytest
 import pyqueue
 from tests.chaos_support import keep_history, report, scaled, snapshot
 from tests.coord_support import Threads, max_overlap, scalar
+from tests.dashboard_http_support import dashboard
 from tests.worker_support import wait_until
 
 Conn = psycopg.Connection[Any]
@@ -102,7 +105,14 @@ def test_a_big_backlog_does_not_starve_the_small_keys(conn: Conn, dsn: str, tmp_
         WHERE queue = 'tenants'
           AND finished_at <= (SELECT max(finished_at) FROM jobq._job_archive
                               WHERE queue = 'tenants' AND payload ->> 'k' <> 'big')""")
+    # The same for the claims: how many jobs in all had been claimed with the last small key's last job.
+    started_by = scalar(conn, """
+        SELECT count(*) FROM jobq._job_archive
+        WHERE queue = 'tenants'
+          AND started_at <= (SELECT max(started_at) FROM jobq._job_archive
+                             WHERE queue = 'tenants' AND payload ->> 'k' <> 'big')""")
     report("fair queue starvation", {
+        "jobs_claimed_when_small_keys_claimed": started_by,
         "big_key_jobs": big, "small_keys": small_keys, "small_jobs_each": small_each,
         "jobs_finished_when_small_keys_done": finished_by, "fifo_would_be": total,
         "drain_seconds": round(seconds, 1), "workers": WORKERS, "batch": BATCH}, tmp_path)
@@ -245,3 +255,21 @@ def test_bad_fair_input_is_a_typed_error_that_changes_nothing(
         call(conn)
     assert raised.value.hint, "the error carries a hint"  # type: ignore[attr-defined]
     assert snapshot(conn) == before
+
+
+def test_the_dashboard_shows_a_fair_queues_keys(conn: Conn, dsn: str, tmp_path: Path) -> None:
+    pyqueue.configure_queue(conn, "tenants", fair=True)
+    pyqueue.enqueue_many(conn, "tenants", [{}] * 3, fair_keys=["acme", "acme", "<b>globex</b>"])
+    pyqueue.enqueue(conn, "tenants", {})
+    pyqueue.enqueue(conn, "plain", {})
+    conn.execute("SELECT jobq.claim('tenants', 1)")  # the first turn: the keyless jobs' (key '')
+    with dashboard(dsn, tmp_path) as served:
+        client = served.client()
+        fair, plain = client.get("/queues/tenants"), client.get("/queues/plain")
+    assert fair.status == plain.status == 200
+    rows = re.findall(r'<tr data-fair-key="([^"]*)">\s*<td class="key">(.*?)</td>\s*'
+                      r'<td class="num ready">(\d+)</td>\s*<td class="num scheduled">(\d+)</td>\s*'
+                      r'<td class="num running">(\d+)</td>', fair.body)
+    assert rows == [("acme", "acme", "2", "0", "0"), ("", "<em>(no key)</em>", "0", "0", "1"),
+                    ("&lt;b&gt;globex&lt;/b&gt;", "&lt;b&gt;globex&lt;/b&gt;", "1", "0", "0")], rows
+    assert 'id="fair-keys"' not in plain.body, "a plain queue has no fair keys table"
