@@ -5,7 +5,7 @@
 -- running jobs of each key. Bad input is a JQ error that changes nothing.
 -- (Many sessions and worker processes: tests/test_fair_queues.py.)
 BEGIN;
-SELECT plan(70);
+SELECT plan(76);
 
 -- The fair keys of the jobs a claim returns, sorted ('-' for a keyless job).
 CREATE FUNCTION pg_temp.claim_keys(p_queue text, p_n int) RETURNS text LANGUAGE sql AS $$
@@ -154,6 +154,21 @@ SELECT is(pg_temp.claim_keys('rr', 1), 'a', 'claimed');
 UPDATE jobq._job SET lease_expires_at = now() - interval '1 second' WHERE queue = 'rr';
 SELECT is(jobq.reap(), 1, 'reap returns the expired lease');
 SELECT is(pg_temp.claim_keys('rr', 1), 'a', 'and the fair claim finds the job again');
+DELETE FROM jobq._job;
+
+-- a dead job retried comes back with its fair key
+SELECT jobq.configure_queue('dq', fair => true, max_attempts => 1);
+SELECT jobq.enqueue('dq', '{}', fair_key => 'acme');
+SELECT jobq.enqueue('dq', '{}');
+SELECT is((SELECT count(*) FROM jobq.claim('dq', 5) AS c, LATERAL jobq.fail(c.id, 'boom', c.lease_token) AS f
+           WHERE f)::int, 2, 'both jobs fail their one attempt');
+SELECT is((SELECT array_agg(fair_key ORDER BY id) FROM jobq._job_archive WHERE queue = 'dq' AND status = 'dead'),
+          ARRAY['acme', ''], 'the archive keeps their fair keys');
+SELECT ok(jobq.retry((SELECT min(id) FROM jobq._job_archive WHERE queue = 'dq')), 'retry one');
+SELECT is(jobq.retry_dead('dq'), 1, 'retry_dead the other');
+SELECT is((SELECT array_agg(fair_key ORDER BY id) FROM jobq._job WHERE queue = 'dq'), ARRAY['acme', ''],
+          'retried jobs take their fair keys back');
+SELECT is(pg_temp.claim_keys('dq', 5), '-,acme', 'and the fair claim finds them');
 DELETE FROM jobq._job;
 
 -- what operators see ----------------------------------------------------------------------------

@@ -7,7 +7,9 @@
 --     jobq._plain_leases sends fair queues to it); _insert_job takes the fair key; _settings, reset_queue
 --     know the new settings; new checks _check_fair_key, _check_fair_keys, _check_fair_grouping,
 --     _check_fair_weights; jobq.queues shows fair, fair_weights, per_key_concurrency; new view jobq.fair_keys
---     (a fair queue's 100 busiest keys: ready, scheduled, running, oldest ready age)
+--     (a fair queue's 100 busiest keys: ready, scheduled, running, oldest ready age); the archive keeps a
+--     finished job's fair key (jobq._job_archive.fair_key, written by _finish_kept) and retry, retry_dead and
+--     _restore_descendants put it back ('' in a fair queue when it had none)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -59,6 +61,341 @@ COMMENT ON COLUMN jobq._job.fair_key IS
     'The fair key (enqueue''s fair_key): a fair queue serves its keys round-robin; '''' for a job of a fair queue enqueued without one.';
 CREATE INDEX _job_fair_idx ON jobq._job (queue, fair_key, priority, run_at, id)
     WHERE fair_key IS NOT NULL AND NOT parked;
+ALTER TABLE jobq._job_archive ADD COLUMN fair_key text COLLATE "C";
+COMMENT ON COLUMN jobq._job_archive.fair_key IS
+    'The job''s fair key (enqueue''s fair_key), kept so that a retry puts it back in its key''s turn.';
+CREATE OR REPLACE FUNCTION jobq._finish_kept(p_ids bigint[], p_lease_tokens uuid[], p_status text, p_error text,
+                                  p_held boolean, p_results jsonb[], p_cause bigint,
+                                  OUT ids bigint[], OUT wake text[], OUT parents bigint[], OUT watched bigint[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    -- jobq._finish's general case, in one statement: the jobs leave the
+    -- live table as p_status and go to the archive when kept (dead and
+    -- cancelled always, with p_error or their last error; completed ones
+    -- when their queue's retention is over 0 or they carry a result from
+    -- p_results, kept for at least result_retention); those not kept take
+    -- their error history, edges and gates along; a job_key records its
+    -- completion; completed and dead jobs are counted. Returns the ids that
+    -- left, the queues to wake, and the parents and watched jobs among them.
+    WITH gone AS (
+        DELETE FROM jobq._job AS j
+        USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens, p_results) AS u(id, lease_token, result)
+               ORDER BY u.id) AS f
+        WHERE j.id = f.id
+          AND (f.lease_token IS NULL OR j.lease_token = f.lease_token)
+          AND (NOT p_held OR j.status = 'ready')
+        RETURNING j.*, CASE WHEN p_status = 'completed' THEN f.result END AS result
+    ), settings AS (
+        SELECT s.*
+        FROM (SELECT DISTINCT g.queue FROM gone AS g) AS q,
+             LATERAL jobq._settings(q.queue) AS s
+    ), kept AS (
+        INSERT INTO jobq._job_archive
+            (id, queue, payload, status, priority, run_at, attempts, max_attempts,
+             job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
+             result, cancelled_by, fair_key)
+        SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
+               g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
+               coalesce(p_error, g.last_error), g.created_at,
+               CASE WHEN p_held THEN v_now ELSE g.started_at END,
+               v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
+                                   WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
+                                   ELSE s.retention END,
+               g.group_key, g.timeout, g.result, p_cause, g.fair_key
+        FROM gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL
+    ), forgotten AS (
+        -- Completed jobs the history does not keep take their errors along.
+        DELETE FROM jobq._job_error AS e
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE e.job_id = g.id AND g.last_error IS NOT NULL
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), unlinked AS (
+        -- ... and their edges and gates, when they depended on others.
+        DELETE FROM jobq._job_dep AS d
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE d.child_id = g.id AND g.has_parents
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), ungated AS (
+        DELETE FROM jobq._job_wait AS w
+        USING gone AS g
+        JOIN settings AS s ON s.queue = g.queue
+        WHERE w.job_id = g.id AND g.has_parents
+          AND p_status = 'completed' AND s.retention <= interval '0' AND g.result IS NULL
+    ), keyed AS (
+        INSERT INTO jobq._key_done AS k (queue, job_key, job_id, finished_at)
+        SELECT g.queue, g.job_key, g.id, v_now FROM gone AS g
+        WHERE p_status = 'completed' AND g.job_key IS NOT NULL
+        ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at
+    ), counted AS (
+        INSERT INTO jobq._counter (queue, bucket, completed, dead)
+        SELECT g.queue, date_trunc('minute', now()),
+               count(*) FILTER (WHERE p_status = 'completed'), count(*) FILTER (WHERE p_status = 'dead')
+        FROM gone AS g
+        WHERE p_status IN ('completed', 'dead')
+        GROUP BY g.queue
+    )
+    SELECT array_agg(g.id),
+           array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL OR s.concurrency IS NOT NULL),
+           array_agg(g.id) FILTER (WHERE g.has_children),
+           array_agg(g.id) FILTER (WHERE g.watched)
+    INTO ids, wake, parents, watched
+    FROM gone AS g
+    JOIN settings AS s ON s.queue = g.queue;
+END
+$$;
+COMMENT ON FUNCTION jobq._finish_kept(bigint[], uuid[], text, text, boolean, jsonb[], bigint) IS
+    'jobq._finish in general: moves jobs to the archive as they end (or deletes them), with their side rows and counts.';
+CREATE OR REPLACE FUNCTION jobq.retry(id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job jobq._job_archive;
+    v_queue text;
+    v_waits boolean;
+BEGIN
+    -- Run a job again now: a dead or cancelled job comes back with a fresh
+    -- attempt budget, and the descendants its failure cancelled wait for it
+    -- again; a scheduled or backing-off job runs now. A job with parents
+    -- goes through its gate again: ready when they have completed, waiting
+    -- for those live again, or cancelled again at once (returning false)
+    -- when one is dead or cancelled and its on_parent_failure is 'cancel':
+    -- retry that one. False for waiting, running, completed and unknown jobs.
+    IF retry.id IS NULL THEN
+        RAISE EXCEPTION 'jobq: id must not be NULL' USING ERRCODE = 'JQ010', HINT = 'Pass a job id.';
+    END IF;
+
+    UPDATE jobq._job AS j SET run_at = now()
+    WHERE j.id = retry.id AND j.status = 'ready'
+    RETURNING j.queue INTO v_queue;
+    IF FOUND THEN
+        PERFORM pg_notify('jobq', v_queue);
+        RETURN true;
+    END IF;
+
+    SELECT * INTO v_job FROM jobq._job_archive AS a
+    WHERE a.id = retry.id AND a.status IN ('dead', 'cancelled')
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    v_waits := EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = v_job.id);
+    BEGIN
+        INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
+                               status, parked, fair_key)
+        VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
+                v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
+                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
+                EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits,
+                coalesce(v_job.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = v_job.queue AND q.fair)));
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
+                v_job.id, pg_catalog.quote_literal(v_job.job_key)
+            USING ERRCODE = 'JQ013',
+                  HINT = 'Wait for the active job to finish, or cancel it with jobq.cancel(), then retry.';
+    END;
+    DELETE FROM jobq._job_archive AS a WHERE a.id = v_job.id;
+    IF v_waits THEN
+        -- Through its gate again: released, waiting, or cancelled at once.
+        PERFORM jobq._gate_recount(ARRAY[v_job.id]);
+        PERFORM jobq._settle(ARRAY[v_job.id]);
+        IF NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = v_job.id) THEN
+            RAISE NOTICE 'jobq: job % is cancelled again: % did not complete; retry that job instead',
+                v_job.id, (SELECT 'ancestor job ' || a.cancelled_by FROM jobq._job_archive AS a WHERE a.id = v_job.id);
+            RETURN false;
+        END IF;
+    ELSE
+        PERFORM pg_notify('jobq', v_job.queue);
+    END IF;
+    PERFORM jobq._restore_descendants(v_job.id);
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION jobq.retry(bigint) IS
+    'Runs a dead, cancelled or scheduled job again now (fresh attempts for dead/cancelled, whose cancelled descendants wait again; one cancelled while waiting waits again); false for waiting, running, completed or unknown ids.';
+CREATE OR REPLACE FUNCTION jobq.retry_dead(queue text) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+-- The argument is named queue, like the column in ON CONFLICT (queue, job_key)
+-- below: resolve unqualified names to columns (the argument is always
+-- written retry_dead.queue).
+#variable_conflict use_column
+DECLARE
+    v_moved bigint[];
+    v_gated bigint[];
+    v_count integer;
+    v_parent bigint;
+BEGIN
+    -- Bring every dead job of a queue back with a fresh attempt budget (one
+    -- with parents through its gate again, as jobq.retry does), and the
+    -- descendants their deaths cancelled back to waiting. Jobs whose
+    -- job_key is held by an active job stay dead (see NOTICE).
+    PERFORM jobq._check_queue(retry_dead.queue, 'queue');
+    WITH dead AS (
+        SELECT a.* FROM jobq._job_archive AS a
+        WHERE a.queue = retry_dead.queue AND a.status = 'dead'
+        ORDER BY a.id
+        FOR UPDATE SKIP LOCKED
+    ), moved AS (
+        INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
+                               job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
+                               status, parked, fair_key)
+        SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
+               d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
+               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
+               EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL,
+               coalesce(d.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = d.queue AND q.fair))
+        FROM dead AS d
+        LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
+        ORDER BY d.id
+        ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+        RETURNING id, has_children, status
+    ), removed AS (
+        DELETE FROM jobq._job_archive AS a USING moved AS m WHERE a.id = m.id
+        RETURNING a.id, m.has_children, m.status
+    )
+    SELECT coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.has_children), '{}'),
+           coalesce(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.status = 'waiting'), '{}'),
+           count(*)
+    INTO v_moved, v_gated, v_count
+    FROM removed AS r;
+    IF v_count > 0 THEN
+        PERFORM pg_notify('jobq', retry_dead.queue);
+    END IF;
+    IF cardinality(v_gated) > 0 THEN
+        -- Jobs with parents go through their gates again (all of them
+        -- dead, so their parents finished: mostly released at once).
+        PERFORM jobq._gate_recount(v_gated);
+        PERFORM jobq._finish_dependents(jobq._settle(v_gated), 'cancelled');
+    END IF;
+    FOREACH v_parent IN ARRAY v_moved LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT FROM jobq._job AS j WHERE j.id = v_parent);
+        PERFORM jobq._restore_descendants(v_parent);
+    END LOOP;
+    IF EXISTS (SELECT FROM jobq._job_archive AS a WHERE a.queue = retry_dead.queue AND a.status = 'dead') THEN
+        RAISE NOTICE 'jobq: some dead jobs of queue % stay dead: their job_key is held by an active job',
+            pg_catalog.quote_literal(retry_dead.queue);
+    END IF;
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION jobq.retry_dead(text) IS
+    'Brings every dead job of a queue back with a fresh attempt budget (and the descendants their deaths cancelled); returns how many.';
+CREATE OR REPLACE FUNCTION jobq._restore_descendants(p_root bigint) RETURNS integer
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    v_set bigint[];
+    v_blocked bigint[];
+    v_moved bigint[];
+    v_gates bigint[];
+    v_cancelled bigint[];
+BEGIN
+    -- p_root (dead or cancelled) is live again (jobq.retry): bring back the
+    -- descendants its failure cancelled (cancelled_by = p_root) as waiting,
+    -- put the children its failure (or theirs) released and nobody claimed
+    -- back to waiting, and recount the gates of the waiting children of all
+    -- of these, which counted them as failed. A descendant with another dead or cancelled parent
+    -- outside that set stays cancelled, re-rooted to that parent's root (a
+    -- retry of that one restores it), and so do its own descendants in the
+    -- set. One whose job_key an active job now holds stays cancelled.
+    -- Returns how many came back.
+    v_set := ARRAY(SELECT a.id FROM jobq._job_archive AS a
+                   WHERE a.cancelled_by = p_root AND a.status = 'cancelled'
+                   ORDER BY a.id
+                   FOR UPDATE);
+    LOOP
+        v_blocked := ARRAY(
+            SELECT DISTINCT d.child_id
+            FROM jobq._job_dep AS d
+            JOIN jobq._job_archive AS a ON a.id = d.parent_id AND a.status IN ('dead', 'cancelled')
+            WHERE d.child_id = ANY (v_set) AND a.id <> ALL (v_set));
+        EXIT WHEN cardinality(v_blocked) = 0;
+        UPDATE jobq._job_archive AS c
+        SET cancelled_by = (SELECT min(coalesce(p.cancelled_by, p.id))
+                            FROM jobq._job_dep AS d
+                            JOIN jobq._job_archive AS p ON p.id = d.parent_id AND p.status IN ('dead', 'cancelled')
+                            WHERE d.child_id = c.id AND p.id <> ALL (v_set))
+        WHERE c.id = ANY (v_blocked);
+        v_set := ARRAY(SELECT u.id FROM unnest(v_set) AS u(id) WHERE u.id <> ALL (v_blocked));
+    END LOOP;
+    IF cardinality(v_set) > 0 THEN
+        WITH moved AS (
+            INSERT INTO jobq._job (id, queue, payload, status, parked, priority, run_at, attempts, max_attempts,
+                                   job_key, created_at, group_key, timeout, has_children, has_parents, fair_key)
+            SELECT a.id, a.queue, a.payload, 'waiting', true, a.priority, a.run_at, a.attempts, a.max_attempts,
+                   a.job_key, a.created_at, a.group_key, a.timeout,
+                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true,
+                   coalesce(a.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = a.queue AND q.fair))
+            FROM jobq._job_archive AS a
+            WHERE a.id = ANY (v_set)
+            ORDER BY a.id
+            ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
+            RETURNING id
+        )
+        SELECT coalesce(array_agg(m.id ORDER BY m.id), '{}') INTO v_moved FROM moved AS m;
+        DELETE FROM jobq._job_archive AS a WHERE a.id = ANY (v_moved);
+        IF cardinality(v_moved) < cardinality(v_set) THEN
+            RAISE NOTICE 'jobq: % descendants of job % stay cancelled: their job_key is held by an active job',
+                cardinality(v_set) - cardinality(v_moved), p_root;
+        END IF;
+        -- They kept their gates (and on_parent_failure) when cancelled.
+        INSERT INTO jobq._job_wait (job_id, parents_left, on_parent_failure)
+        SELECT m.id, 0, 'cancel' FROM unnest(v_moved) AS m(id)
+        ON CONFLICT (job_id) DO NOTHING;
+    ELSE
+        v_moved := '{}';
+    END IF;
+    -- Children of p_root or of those moved back that a failure released
+    -- ('run' children, batch callbacks) and no worker has claimed yet wait
+    -- again: a parent of theirs is live again. (One claimed meanwhile runs
+    -- with the counts it was released with.)
+    UPDATE jobq._job AS j SET status = 'waiting', parked = true
+    WHERE j.id IN (SELECT r.id FROM jobq._job AS r
+                   WHERE r.id IN (SELECT d.child_id FROM jobq._job_dep AS d
+                                  WHERE d.parent_id = p_root OR d.parent_id = ANY (v_moved))
+                     AND r.status = 'ready'
+                     AND EXISTS (SELECT FROM jobq._job_wait AS w WHERE w.job_id = r.id)
+                   ORDER BY r.id
+                   FOR NO KEY UPDATE OF r);
+    -- The gates to recount: those moved back, and the waiting children of
+    -- p_root and of those moved back (the gates of finished ones are
+    -- recounted by their own retry).
+    v_gates := ARRAY(SELECT w.job_id FROM jobq._job_wait AS w
+                     JOIN jobq._job AS j ON j.id = w.job_id AND j.status = 'waiting'
+                     WHERE w.job_id IN (SELECT d.child_id FROM jobq._job_dep AS d
+                                        WHERE d.parent_id = p_root OR d.parent_id = ANY (v_moved))
+                        OR w.job_id = ANY (v_moved)
+                     ORDER BY w.job_id);
+    PERFORM jobq._gate_recount(v_gates);
+    v_cancelled := jobq._settle(v_gates);
+    IF cardinality(v_cancelled) > 0 THEN
+        PERFORM jobq._finish_dependents(v_cancelled, 'cancelled');
+    END IF;
+    RETURN cardinality(v_moved);
+END
+$$;
+COMMENT ON FUNCTION jobq._restore_descendants(bigint) IS
+    'After a retry of a dead or cancelled job: its cascade-cancelled descendants wait again (unless another failed parent holds them).';
 CREATE OR REPLACE FUNCTION jobq._settings(p_queue text) RETURNS jobq._queue
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp

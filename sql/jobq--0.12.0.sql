@@ -250,6 +250,7 @@ CREATE TABLE jobq._job_archive (
     timeout       interval,
     result        jsonb,
     cancelled_by  bigint,
+    fair_key      text COLLATE "C",
     CONSTRAINT job_archive_status_valid CHECK (status IN ('completed', 'dead', 'cancelled'))
 ) PARTITION BY RANGE (prune_after);
 COMMENT ON TABLE jobq._job_archive IS
@@ -257,6 +258,8 @@ COMMENT ON TABLE jobq._job_archive IS
 COMMENT ON COLUMN jobq._job_archive.prune_after IS
     'Not pruned before this time: jobq.prune() drops the row''s day partition once the whole day has passed; NULL keeps it until retried.';
 COMMENT ON COLUMN jobq._job_archive.result IS 'What the job''s complete() reported (any JSON value); NULL when none.';
+COMMENT ON COLUMN jobq._job_archive.fair_key IS
+    'The job''s fair key (enqueue''s fair_key), kept so that a retry puts it back in its key''s turn.';
 COMMENT ON COLUMN jobq._job_archive.cancelled_by IS
     'The ancestor whose death or cancellation cancelled this job (the root of the cascade); jobq.retry of it restores this job.';
 
@@ -1525,7 +1528,7 @@ BEGIN
         INSERT INTO jobq._job_archive
             (id, queue, payload, status, priority, run_at, attempts, max_attempts,
              job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
-             result, cancelled_by)
+             result, cancelled_by, fair_key)
         SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
                g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
                coalesce(p_error, g.last_error), g.created_at,
@@ -1533,7 +1536,7 @@ BEGIN
                v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
                                    WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
                                    ELSE s.retention END,
-               g.group_key, g.timeout, g.result, p_cause
+               g.group_key, g.timeout, g.result, p_cause, g.fair_key
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue
         WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL
@@ -2340,10 +2343,11 @@ BEGIN
     IF cardinality(v_set) > 0 THEN
         WITH moved AS (
             INSERT INTO jobq._job (id, queue, payload, status, parked, priority, run_at, attempts, max_attempts,
-                                   job_key, created_at, group_key, timeout, has_children, has_parents)
+                                   job_key, created_at, group_key, timeout, has_children, has_parents, fair_key)
             SELECT a.id, a.queue, a.payload, 'waiting', true, a.priority, a.run_at, a.attempts, a.max_attempts,
                    a.job_key, a.created_at, a.group_key, a.timeout,
-                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true
+                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true,
+                   coalesce(a.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = a.queue AND q.fair))
             FROM jobq._job_archive AS a
             WHERE a.id = ANY (v_set)
             ORDER BY a.id
@@ -4486,12 +4490,13 @@ BEGIN
     BEGIN
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked)
+                               status, parked, fair_key)
         VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
                 v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
-                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits);
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits,
+                coalesce(v_job.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = v_job.queue AND q.fair)));
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
                 v_job.id, pg_catalog.quote_literal(v_job.job_key)
@@ -4545,12 +4550,13 @@ BEGIN
     ), moved AS (
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked)
+                               status, parked, fair_key)
         SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
                d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
-               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL,
+               coalesce(d.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = d.queue AND q.fair))
         FROM dead AS d
         LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
         ORDER BY d.id

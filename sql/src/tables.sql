@@ -147,6 +147,7 @@ CREATE TABLE jobq._job_archive (
     timeout       interval,
     result        jsonb,
     cancelled_by  bigint,
+    fair_key      text COLLATE "C",
     CONSTRAINT job_archive_status_valid CHECK (status IN ('completed', 'dead', 'cancelled'))
 ) PARTITION BY RANGE (prune_after);
 COMMENT ON TABLE jobq._job_archive IS
@@ -154,6 +155,8 @@ COMMENT ON TABLE jobq._job_archive IS
 COMMENT ON COLUMN jobq._job_archive.prune_after IS
     'Not pruned before this time: jobq.prune() drops the row''s day partition once the whole day has passed; NULL keeps it until retried.';
 COMMENT ON COLUMN jobq._job_archive.result IS 'What the job''s complete() reported (any JSON value); NULL when none.';
+COMMENT ON COLUMN jobq._job_archive.fair_key IS
+    'The job''s fair key (enqueue''s fair_key), kept so that a retry puts it back in its key''s turn.';
 COMMENT ON COLUMN jobq._job_archive.cancelled_by IS
     'The ancestor whose death or cancellation cancelled this job (the root of the cascade); jobq.retry of it restores this job.';
 

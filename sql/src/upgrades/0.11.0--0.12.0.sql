@@ -7,7 +7,9 @@
 --     jobq._plain_leases sends fair queues to it); _insert_job takes the fair key; _settings, reset_queue
 --     know the new settings; new checks _check_fair_key, _check_fair_keys, _check_fair_grouping,
 --     _check_fair_weights; jobq.queues shows fair, fair_weights, per_key_concurrency; new view jobq.fair_keys
---     (a fair queue's 100 busiest keys: ready, scheduled, running, oldest ready age)
+--     (a fair queue's 100 busiest keys: ready, scheduled, running, oldest ready age); the archive keeps a
+--     finished job's fair key (jobq._job_archive.fair_key, written by _finish_kept) and retry, retry_dead and
+--     _restore_descendants put it back ('' in a fair queue when it had none)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -52,6 +54,13 @@ COMMENT ON COLUMN jobq._job.fair_key IS
     'The fair key (enqueue''s fair_key): a fair queue serves its keys round-robin; '''' for a job of a fair queue enqueued without one.';
 CREATE INDEX _job_fair_idx ON jobq._job (queue, fair_key, priority, run_at, id)
     WHERE fair_key IS NOT NULL AND NOT parked;
+ALTER TABLE jobq._job_archive ADD COLUMN fair_key text COLLATE "C";
+COMMENT ON COLUMN jobq._job_archive.fair_key IS
+    'The job''s fair key (enqueue''s fair_key), kept so that a retry puts it back in its key''s turn.';
+-- @replace-function jobq._finish_kept(bigint[], uuid[], text, text, boolean, jsonb[], bigint)
+-- @replace-function jobq.retry(bigint)
+-- @replace-function jobq.retry_dead(text)
+-- @replace-function jobq._restore_descendants(bigint)
 -- @replace-function jobq._settings(text)
 -- @function jobq._check_fair_key(text, text)
 -- @function jobq._check_fair_keys(text[], integer)
