@@ -1351,11 +1351,13 @@ BEGIN
                            coalesce(v_limit - coalesce((v_running ->> a.key)::integer, 0), 1000)) AS turn
               FROM (SELECT u.key FROM upper_keys AS u WHERE u.key IS NOT NULL
                     UNION ALL
-                    SELECT l.key FROM lower_keys AS l WHERE l.key IS NOT NULL) AS a
-              WHERE (v_limit IS NULL OR coalesce((v_running ->> a.key)::integer, 0) < v_limit)
-                AND EXISTS (SELECT FROM jobq._job AS j
+                    SELECT l.key FROM lower_keys AS l WHERE l.key IS NOT NULL) AS a,
+                   -- A probe per key (LIMIT keeps it one: an EXISTS could become a join over the queue).
+                   LATERAL (SELECT FROM jobq._job AS j
                             WHERE j.queue = p_queue AND j.fair_key = a.key AND NOT j.parked
-                              AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids))
+                              AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                            LIMIT 1) AS due
+              WHERE (v_limit IS NULL OR coalesce((v_running ->> a.key)::integer, 0) < v_limit)
               LIMIT v_want) AS k;
         EXIT WHEN v_keys IS NULL;
         IF v_keys[1] IS DISTINCT FROM v_from THEN
