@@ -1287,7 +1287,9 @@ BEGIN
     -- (SKIP LOCKED, as for the queue's concurrency limit: a claimer that
     -- finds it taken gets no jobs, never a wait), in a statement after the
     -- lock. Keys come from a skip scan of jobq._job_fair_idx (one probe per
-    -- key, never a sort of the backlog), each key's jobs from the same index;
+    -- key, never a sort of the backlog), each key's jobs from the same index
+    -- (at most 8 passes of up to p_n keys: more keys in a row without a due
+    -- job leave the rest to the next claim, which starts after them);
     -- plans pinned (no sort, bitmap or sequential scan, whatever the
     -- statistics). Returns the ids in the order served; moves the cursor when it can lock
     -- the queue's row (a concurrent claim that cannot leaves it to the other).
@@ -1318,11 +1320,13 @@ BEGIN
             v_from := coalesce(v_last || chr(1), '');
             v_left := 0;
         END IF;
-        -- Up to v_want keys with a due job not taken yet (and, with a limit,
-        -- a free slot), in turn order: from v_from to the last key, then
-        -- from the first key up to v_from. The order is that of the scans
-        -- (UNION ALL appends the second after the first); no sort. A key's
-        -- turns per round: its weight (and no more than its free slots).
+        -- Up to v_want keys with jobs not running (and, with a limit, a
+        -- free slot), in turn order: from v_from to the last key, then from
+        -- the first key up to v_from. The order is that of the scans (UNION
+        -- ALL appends the second after the first); no sort. A key's turns
+        -- per round: its weight (and no more than its free slots). Whether
+        -- a key has a due job is found by taking it (a key whose jobs are
+        -- all scheduled gives none).
         WITH RECURSIVE upper_keys(key) AS (
             (SELECT j.fair_key FROM jobq._job AS j
              WHERE j.queue = p_queue AND j.fair_key >= v_from AND NOT j.parked
@@ -1351,17 +1355,12 @@ BEGIN
                            coalesce(v_limit - coalesce((v_running ->> a.key)::integer, 0), 1000)) AS turn
               FROM (SELECT u.key FROM upper_keys AS u WHERE u.key IS NOT NULL
                     UNION ALL
-                    SELECT l.key FROM lower_keys AS l WHERE l.key IS NOT NULL) AS a,
-                   -- A probe per key (LIMIT keeps it one: an EXISTS could become a join over the queue).
-                   LATERAL (SELECT FROM jobq._job AS j
-                            WHERE j.queue = p_queue AND j.fair_key = a.key AND NOT j.parked
-                              AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
-                            LIMIT 1) AS due
+                    SELECT l.key FROM lower_keys AS l WHERE l.key IS NOT NULL) AS a
               WHERE (v_limit IS NULL OR coalesce((v_running ->> a.key)::integer, 0) < v_limit)
               LIMIT v_want) AS k;
         EXIT WHEN v_keys IS NULL;
         IF v_keys[1] IS DISTINCT FROM v_from THEN
-            v_left := 0;   -- the cursor's key has no due job now: its round is over
+            v_left := 0;   -- the cursor's key has no job now: its round is over
         END IF;
         -- Enough whole rounds for v_want jobs; a key's quota is its turns per
         -- round times the rounds, capped by its free slots under a limit.
@@ -1395,7 +1394,16 @@ BEGIN
                                   FOR UPDATE SKIP LOCKED) AS l) AS x
               ORDER BY 3, k.pos, x.ord
               LIMIT v_want) AS c;
-        EXIT WHEN v_got IS NULL;
+        IF v_got IS NULL THEN
+            -- None of these keys had a due job free (only scheduled ones, or
+            -- locked by other claims): the whole rotation when it was all
+            -- of it; else they lose this turn, and the next pass goes on
+            -- after them.
+            EXIT WHEN cardinality(v_keys) < v_want;
+            v_last := v_keys[cardinality(v_keys)];
+            v_used := coalesce((v_weights ->> v_last)::integer, 1);
+            CONTINUE;
+        END IF;
         v_ids := v_ids || v_got;
         v_last := v_got_keys[cardinality(v_got_keys)];
         v_used := v_got_used[cardinality(v_got_used)];
