@@ -1,21 +1,24 @@
 """``python -m pyqueue.bench.fair``: what a fair queue's claim costs
 (issue 28), and that the plain path did not get slower.
 
-On a throwaway durable local server, two databases: the frozen
-``sql/jobq--0.8.0.sql`` and the current jobq. One connection makes the
+On a throwaway durable local server, three databases: the frozen
+``sql/jobq--0.8.0.sql`` (the issue's reference), ``sql/jobq--0.11.0.sql``
+(the release before fair queues) and the current jobq. One connection makes the
 calls, timed by its backend's CPU time (``/proc``, user + system), which
 other work on a shared machine barely moves. Workloads:
 
 - ``claim + complete_many of 100`` (a worker's batch) and ``claim +
   complete of 1``, on a plain queue of each database (A/B: the current plain
-  claim against 0.8.0's), and on fair queues of the current one with 1, 10,
+  claim against 0.8.0's and 0.11.0's), and on fair queues of the current one with 1, 10,
   1,000 and 100,000 active keys (the backlog spread evenly over them);
-- ``enqueue`` of one plain job (A/B against 0.8.0: the enqueue fast path).
+- ``enqueue`` of one plain job (A/B against 0.8.0 and 0.11.0: the enqueue
+  fast path).
 
 Figures are server CPU µs per job; the ratios are speeds (the inverse of the
-CPU ratio): the current plain path ÷ 0.8.0, and each fair queue ÷ the
-current plain queue. Goals (issue 28): plain ≥ 0.95 x 0.8.0, fair with 1 key
-≥ 0.9 x plain, with 1,000 keys ≥ 0.7 x plain; 10 and 100,000 keys are
+CPU ratio): the current plain path ÷ 0.8.0 (and ÷ 0.11.0, in the 0.11.0
+column), and each fair queue ÷ the current plain queue. Goals (issue 28):
+plain ≥ 0.95 x 0.8.0, fair with 1 key ≥ 0.9 x plain, with 1,000 keys
+≥ 0.7 x plain; 10 and 100,000 keys are
 reported to show how the claim scales with the number of keys. Rounds
 interleave the configurations; medians count.
 """
@@ -44,6 +47,7 @@ from pyqueue.bench.suite import LOCAL_SETTINGS, database
 
 DEFAULT_JSON = Path("bench-results/fair.json")
 BASELINE = "0.8.0"
+BEFORE = "0.11.0"  # the release before fair queues
 PLAIN = "plain"
 KEY_COUNTS = (1, 10, 1_000, 100_000)
 GOALS = {PLAIN: 0.95, "fair, 1 keys": 0.9, "fair, 1,000 keys": 0.7}  # speed ratios (issue 28)
@@ -61,7 +65,7 @@ class Sizes:
 
 
 def configs(sizes: Sizes) -> tuple[str, ...]:
-    return (f"{BASELINE} plain", PLAIN, *(f"fair, {k:,} keys" for k in sizes.key_counts))
+    return (f"{BASELINE} plain", f"{BEFORE} plain", PLAIN, *(f"fair, {k:,} keys" for k in sizes.key_counts))
 
 
 def keys_of(config: str) -> int | None:
@@ -72,10 +76,10 @@ def keys_of(config: str) -> int | None:
 
 
 def install(admin: sql_loops.Conn, dsn: str) -> dict[str, str]:
-    """The 0.8.0 database and the current one; the DSN of each."""
+    """The 0.8.0 and 0.11.0 databases and the current one; the DSN of each, by version."""
     scripts = _sqlfiles.SqlScripts.load()
     targets: dict[str, str] = {}
-    for number, version in enumerate((BASELINE, scripts.latest)):
+    for number, version in enumerate((BASELINE, BEFORE, scripts.latest)):
         name = f"jobq_bench_fair_{number}"
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -84,7 +88,7 @@ def install(admin: sql_loops.Conn, dsn: str) -> dict[str, str]:
             conn.execute(scripts.full[version].read())
             conn.execute("RESET search_path")
         targets[version] = target
-    return {"baseline": targets[BASELINE], "current": targets[scripts.latest]}
+    return {BASELINE: targets[BASELINE], BEFORE: targets[BEFORE], "current": targets[scripts.latest]}
 
 
 def prefill(conn: sql_loops.Conn, keys: int | None, count: int) -> None:
@@ -154,20 +158,24 @@ def measure(dsn: str, sizes: Sizes, *, rounds: int) -> dict[str, Any]:
         for round_number in range(rounds):
             shift = round_number % len(pairs)
             for workload, config in pairs[shift:] + pairs[:shift]:
-                target = targets["baseline"] if config.startswith(BASELINE) else targets["current"]
+                target = targets[config.split(" ")[0]] if config.endswith(" plain") else targets["current"]
                 value = cpu_per_job(target, config, workload, sizes)
                 figures.setdefault(workload, {}).setdefault(config, []).append(round(value, 2))
                 progress(f"fair queue, round {round_number + 1}: {workload}, {config}: "
                          f"{value:,.1f} CPU µs/job")
-        for number in range(2):
+        for number in range(3):
             admin.execute(f'DROP DATABASE "jobq_bench_fair_{number}" WITH (FORCE)')
     medians = {w: {c: statistics.median(v) for c, v in by.items()} for w, by in figures.items()}
     speeds: dict[str, dict[str, float]] = {}
     for workload, by in medians.items():
         for config, cpu in by.items():
+            if config == f"{BASELINE} plain" or not cpu:
+                continue
+            if config == f"{BEFORE} plain":  # its column: how the current plain path compares with it
+                speeds.setdefault(workload, {})[config] = round(cpu / by[PLAIN], 3) if by[PLAIN] else 0.0
+                continue
             reference = by[f"{BASELINE} plain"] if config == PLAIN else by[PLAIN]
-            if config != f"{BASELINE} plain" and cpu:
-                speeds.setdefault(workload, {})[config] = round(reference / cpu, 3)
+            speeds.setdefault(workload, {})[config] = round(reference / cpu, 3)
     checked = {config: min(speeds[w][config] for w in (CLAIM_1, CLAIM_100) if config in speeds[w])
                for config in GOALS if config in speeds[CLAIM_100]}
     checked[PLAIN] = min(checked.get(PLAIN, 1e9), speeds[ENQUEUE_1][PLAIN])
@@ -188,7 +196,7 @@ def summary(result: dict[str, Any]) -> str:
     goals = ", ".join(f"{c} >= {g}" for c, g in GOALS.items())
     worst = ", ".join(f"{c}: {v:.3f}" for c, v in result["worst_speed"].items())
     return "\n".join([
-        format_table([f"server CPU µs per job (speed: plain ÷ {BASELINE}, fair ÷ plain), "
+        format_table([f"server CPU µs per job (speed: plain ÷ {BASELINE}, plain ÷ {BEFORE}, fair ÷ plain), "
                       f"median of {result['rounds']}", *columns],
                      [[w, *(cell(w, c) for c in columns)] for w in medians]),
         "",
