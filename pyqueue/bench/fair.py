@@ -60,7 +60,7 @@ WARMUP_CALLS = 20  # per measurement, before the clock starts: the session's fir
 
 @dataclass(frozen=True)
 class Sizes:
-    calls: int  # single-job calls per measurement (a fiftieth of it for batches of 100)
+    calls: int  # single-job calls per measurement (a tenth of it for batches of 100)
     key_counts: tuple[int, ...] = KEY_COUNTS
 
 
@@ -129,7 +129,7 @@ def one_call(conn: sql_loops.Conn, workload: str, payload: Jsonb) -> None:
 def cpu_per_job(dsn: str, config: str, workload: str, sizes: Sizes) -> float:
     """Server CPU microseconds per job of one connection's calls."""
     batch = BATCH[workload]
-    calls = max(1, sizes.calls // 50) if batch == 100 else sizes.calls
+    calls = max(1, sizes.calls // 10) if batch == 100 else sizes.calls
     keys = keys_of(config)
     with psycopg.connect(dsn, autocommit=True) as conn:
         needed = 0 if workload == ENQUEUE_1 else (calls + WARMUP_CALLS) * batch
@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pyqueue.bench.fair",
                                      description="What a fair queue's claim costs, against the plain one.")
     parser.add_argument("--calls", type=int, default=5_000,
-                        help="single-job calls per measurement; batches of 100: a fiftieth (5,000)")
+                        help="single-job calls per measurement; batches of 100: a tenth (5,000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, configurations interleaved (3)")
     parser.add_argument("--quick", action="store_true", help="1,000 calls, one round")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"results file ({DEFAULT_JSON})")
