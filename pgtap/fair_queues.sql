@@ -5,7 +5,7 @@
 -- running jobs of each key. Bad input is a JQ error that changes nothing.
 -- (Many sessions and worker processes: tests/test_fair_queues.py.)
 BEGIN;
-SELECT plan(76);
+SELECT plan(78);
 
 -- The fair keys of the jobs a claim returns, sorted ('-' for a keyless job).
 CREATE FUNCTION pg_temp.claim_keys(p_queue text, p_n int) RETURNS text LANGUAGE sql AS $$
@@ -42,6 +42,12 @@ SELECT jobq.configure_queue('f2', fair => true, fair_weights => '{"a": 2}', per_
 SELECT results_eq($$SELECT s.fair, s.fair_weights, s.per_key_concurrency FROM jobq.configure_queue('f2', fair => false) AS s$$,
                   $$VALUES (false, NULL::jsonb, NULL::integer)$$,
                   'fair => false makes the queue plain again and drops its weights and per-key limit');
+SELECT jobq.configure_queue('f3', fair => true, fair_weights => '{"a": 2}', per_key_concurrency => 5);
+SELECT jobq.pause('f3');
+SELECT ok(jobq.reset_queue('f3'), 'reset_queue of a fair queue');
+SELECT results_eq($$SELECT fair, fair_weights, per_key_concurrency, paused FROM jobq._settings('f3')$$,
+                  $$VALUES (false, NULL::jsonb, NULL::integer, true)$$,
+                  'reset_queue drops fair, its weights and per-key limit (a pause stays)');
 
 -- enqueue --------------------------------------------------------------------------------------
 SELECT is(pg_temp.keys_of(ARRAY[jobq.enqueue('f', '{}', fair_key => 'acme')]), ARRAY['acme'],
