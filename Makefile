@@ -134,7 +134,7 @@ CHAOS_REPORT ?= /tmp/jobq-chaos-report.json
 CHAOS_TESTS  := tests/test_faults.py tests/test_restart.py tests/test_fencing.py \
                 tests/test_pgbouncer.py tests/test_bad_input.py tests/test_privileges.py \
                 tests/test_workflow_concurrency.py tests/test_examples.py tests/test_archive_partitions.py \
-                tests/test_failover.py
+                tests/test_failover.py tests/test_fair_queues.py
 
 chaos: deps venv install examples-deps
 	rm -f $(CHAOS_REPORT)
@@ -167,6 +167,7 @@ bench: deps venv
 	$(PY) -m pyqueue.bench.prune $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_partitions $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.queue_grants $(QUICK_FLAG) || status=1; \
+	$(PY) -m pyqueue.bench.fair $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.python_side $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.tracing_cost $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.backlog $(QUICK_FLAG) || status=1; \

@@ -53,7 +53,7 @@ SELECT set_has(
     'jobq.queues shows concurrency, rate_limit, rate_interval and paused');
 SELECT is((SELECT column_name::text FROM information_schema.columns
            WHERE table_schema = 'jobq' AND table_name = 'queues' ORDER BY ordinal_position DESC LIMIT 1),
-          'result_retention', 'result_retention is the last column of jobq.queues');
+          'per_key_concurrency', 'per_key_concurrency (after fair and fair_weights) is the last column of jobq.queues');
 SELECT is(ARRAY(SELECT column_name::text FROM information_schema.columns
                 WHERE table_schema = 'jobq' AND table_name = 'jobs' ORDER BY ordinal_position DESC LIMIT 4),
           ARRAY['meta', 'progress', 'cancelled_by', 'result'], 'jobq.jobs ends with result, cancelled_by, progress (0.11.0), meta (0.12.0)');
@@ -82,8 +82,8 @@ SELECT set_eq(
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.proname !~ '^_'$$,
     ARRAY[
         'jobq.version()',
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text[],text)',
         'jobq.claim(text,bigint,text,interval)',
         'jobq.claim(text[],bigint,text,interval)',
         'jobq.complete(bigint,uuid,jsonb)',
@@ -98,7 +98,7 @@ SELECT set_eq(
         'jobq.retry_dead(text)',
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
-        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval,boolean,jsonb,integer)',
         'jobq.cancel_jobs(text,text,jsonb,jsonb)',
         'jobq.discard_dead(text,interval)',
         'jobq.run_schedules()',
@@ -128,8 +128,8 @@ SELECT set_eq(
     'the public jobq functions are exactly the documented API');
 
 SELECT has_function('jobq', 'version', ARRAY[]::text[], 'jobq.version() exists');
-SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval, bigint[], text, jsonb, text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, meta, on_duplicate)');
-SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb[]', 'text'], 'jobq.enqueue_many(..., text[], text, interval, interval, bigint[], text, jsonb[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, metas, on_duplicate)');
+SELECT has_function('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text', 'text'], 'jobq.enqueue(text, jsonb, timestamptz, int, int, text, text, interval, interval, bigint[], text, jsonb, text, text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, meta, fair_key, on_duplicate)');
+SELECT has_function('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb[]', 'text[]', 'text'], 'jobq.enqueue_many(..., text[], text, interval, interval, bigint[], text, jsonb[], text[], text) exists (group_key, timeout, unique_for, depends_on, on_parent_failure, metas, fair_keys, on_duplicate)');
 SELECT has_function('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq.claim(text, bigint, text, interval) exists');
 SELECT has_function('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'jobq.claim(text[], bigint, text, interval) exists');
 SELECT has_function('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'jobq.complete(bigint, uuid, jsonb) exists (result)');
@@ -143,7 +143,7 @@ SELECT has_function('jobq', 'retry', ARRAY['bigint'], 'jobq.retry(bigint) exists
 SELECT has_function('jobq', 'retry_dead', ARRAY['text'], 'jobq.retry_dead(text) exists');
 SELECT has_function('jobq', 'cancel', ARRAY['bigint'], 'jobq.cancel(bigint) exists');
 SELECT has_function('jobq', 'prune', ARRAY['integer'], 'jobq.prune(int) exists');
-SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval', 'interval'], 'jobq.configure_queue(..., concurrency, rate_limit, rate_interval, timeout, result_retention) exists');
+SELECT has_function('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval', 'interval', 'boolean', 'jsonb', 'integer'], 'jobq.configure_queue(..., concurrency, rate_limit, rate_interval, timeout, result_retention, fair, fair_weights, per_key_concurrency) exists');
 SELECT has_function('jobq', 'reset_queue', ARRAY['text'], 'jobq.reset_queue(text) exists');
 SELECT has_function('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'jobq.schedule_maintenance(text, text) exists');
 SELECT has_function('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'jobq.unschedule_maintenance() exists');
@@ -165,8 +165,8 @@ SELECT has_function('jobq', 'parent_results', ARRAY['bigint'], 'jobq.parent_resu
 SELECT has_function('jobq', 'watch', ARRAY['bigint'], 'jobq.watch(bigint) exists');
 
 SELECT function_returns('jobq', 'version', ARRAY[]::text[], 'text', 'version() returns text');
-SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'], 'bigint', 'enqueue() returns bigint');
-SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb[]', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
+SELECT function_returns('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text', 'text'], 'bigint', 'enqueue() returns bigint');
+SELECT function_returns('jobq', 'enqueue_many', ARRAY['text', 'jsonb[]', 'timestamp with time zone', 'integer', 'integer', 'text[]', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb[]', 'text[]', 'text'], 'setof bigint', 'enqueue_many() returns setof bigint');
 SELECT function_returns('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'setof jobq.job', 'claim(text, ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'setof jobq.job', 'claim(text[], ...) returns setof jobq.job');
 SELECT function_returns('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'boolean', 'complete() returns boolean');
@@ -180,7 +180,7 @@ SELECT function_returns('jobq', 'retry', ARRAY['bigint'], 'boolean', 'retry() re
 SELECT function_returns('jobq', 'retry_dead', ARRAY['text'], 'integer', 'retry_dead() returns integer');
 SELECT function_returns('jobq', 'cancel', ARRAY['bigint'], 'boolean', 'cancel() returns boolean');
 SELECT function_returns('jobq', 'prune', ARRAY['integer'], 'integer', 'prune() returns integer');
-SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval', 'interval'], 'jobq._queue', 'configure_queue() returns the effective settings row');
+SELECT function_returns('jobq', 'configure_queue', ARRAY['text', 'integer', 'interval', 'interval', 'double precision', 'interval', 'interval', 'interval', 'integer', 'integer', 'integer', 'interval', 'interval', 'interval', 'boolean', 'jsonb', 'integer'], 'jobq._queue', 'configure_queue() returns the effective settings row');
 SELECT function_returns('jobq', 'reset_queue', ARRAY['text'], 'boolean', 'reset_queue() returns boolean');
 SELECT function_returns('jobq', 'schedule_maintenance', ARRAY['text', 'text'], 'setof record', 'schedule_maintenance() returns a table');
 SELECT function_returns('jobq', 'unschedule_maintenance', ARRAY[]::text[], 'integer', 'unschedule_maintenance() returns integer');
@@ -204,7 +204,7 @@ SELECT is((SELECT pg_catalog.pg_get_function_result('jobq.parent_results(bigint)
           'TABLE(parent_id bigint, result jsonb)', 'parent_results() returns TABLE (parent_id bigint, result jsonb)');
 
 -- SECURITY DEFINER exactly where intended -----------------------------------
-SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'], 'enqueue() is SECURITY DEFINER');
+SELECT is_definer('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text', 'text'], 'enqueue() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'claim', ARRAY['text[]', 'bigint', 'text', 'interval'], 'claim(text[], ...) is SECURITY DEFINER');
 SELECT is_definer('jobq', 'complete', ARRAY['bigint', 'uuid', 'jsonb'], 'complete() is SECURITY DEFINER');
 SELECT is_definer('jobq', 'fail', ARRAY['bigint', 'text', 'uuid', 'timestamp with time zone'], 'fail() is SECURITY DEFINER');
@@ -234,8 +234,8 @@ SELECT set_eq(
     $$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
       WHERE p.pronamespace = 'jobq'::regnamespace AND p.prosecdef$$,
     ARRAY[
-        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text)',
-        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text)',
+        'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text,text)',
+        'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text[],text)',
         'jobq.claim(text,bigint,text,interval)',
         'jobq.claim(text[],bigint,text,interval)',
         'jobq.complete(bigint,uuid,jsonb)',
@@ -250,7 +250,7 @@ SELECT set_eq(
         'jobq.retry_dead(text)',
         'jobq.cancel(bigint)',
         'jobq.prune(integer)',
-        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)',
+        'jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval,boolean,jsonb,integer)',
         'jobq.cancel_jobs(text,text,jsonb,jsonb)',
         'jobq.discard_dead(text,interval)',
         'jobq.run_schedules()',
@@ -354,6 +354,7 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval)',
+          'jobq._fair_pick(text,integer,jobq._queue)',
           'jobq._queue_slots(text,integer)',
           'jobq._pick_candidates(text[],integer[],interval[],integer)',
           'jobq._group_heads_only(bigint[],interval[],text[])',
@@ -385,6 +386,7 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval)',
+          'jobq._fair_pick(text,integer,jobq._queue)',
           'jobq._queue_slots(text,integer)',
           'jobq._pick_candidates(text[],integer[],interval[],integer)',
           'jobq._group_heads_only(bigint[],interval[],text[])',
@@ -411,6 +413,7 @@ SELECT set_eq(
           'jobq._plain_leases(text[],interval)',
           'jobq._crowded_queues(text[],timestamp with time zone)',
           'jobq._pick(text[],integer,interval)',
+          'jobq._fair_pick(text,integer,jobq._queue)',
           'jobq._queue_slots(text,integer)',
           'jobq._pick_candidates(text[],integer[],interval[],integer)',
           'jobq._group_heads_only(bigint[],interval[],text[])',
@@ -427,6 +430,7 @@ SELECT set_eq(
           'jobq._leased_in_place(timestamp with time zone)',
           'jobq._running()',
           'jobq._queue_counts()',
+          'jobq._fair_pick(text,integer,jobq._queue)',
           'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
           'jobq._finish_lean(bigint[],uuid[],boolean)',
           'jobq._finish_kept(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',

@@ -36,10 +36,10 @@ BEGIN
     END LOOP;
 END $$;
 SELECT set_eq($$SELECT fn::text FROM notifiers$$,
-              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean,jsonb)',
-                    'jobq._replace_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean,boolean,jsonb)',
-                    'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text)',
-                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text)',
+              ARRAY['jobq._insert_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean,jsonb,text)',
+                    'jobq._replace_job(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,boolean,boolean,jsonb,text)',
+                    'jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text,text)',
+                    'jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text[],text)',
                     'jobq._finish(bigint[],uuid[],text,text,boolean,jsonb[],bigint)',
                     'jobq._notify_cancelled(bigint[],uuid[])',
                     'jobq._settle(bigint[])',

@@ -42,7 +42,7 @@ SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_worker', ARR
                           'function_privs_are: jobq_worker may not execute run_now()');
 SELECT function_privs_are('jobq', 'run_now', ARRAY['bigint'], 'jobq_admin', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_admin may execute run_now()');
-SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'],
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text', 'text'],
                           'jobq_viewer', ARRAY[]::text[], 'function_privs_are: jobq_viewer may not execute enqueue()');
 SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq_viewer', ARRAY[]::text[],
                           'function_privs_are: jobq_viewer may not execute claim()');
@@ -60,8 +60,8 @@ SELECT set_eq($$SELECT c.relname::text FROM pg_catalog.pg_class AS c
                 WHERE c.relnamespace = 'jobq'::regnamespace
                   AND has_table_privilege('jobq_viewer', c.oid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE,REFERENCES,TRIGGER')$$,
               ARRAY['stats', 'jobs', 'queues', 'schedules', 'workers', 'throughput', 'job_errors', 'job_dependencies',
-                    'archive_partitions', 'queue_grants'],
-              'jobq_viewer has a privilege on exactly the ten public views incl. job_dependencies, archive_partitions and queue_grants (no private table or view)');
+                    'archive_partitions', 'queue_grants', 'fair_keys'],
+              'jobq_viewer has a privilege on exactly the eleven public views incl. job_dependencies, archive_partitions, queue_grants and fair_keys (no private table or view)');
 SELECT table_privs_are('jobq', '_job', 'jobq_viewer', ARRAY[]::text[], 'table_privs_are: jobq_viewer has nothing on jobq._job');
 SELECT table_privs_are('jobq', '_job_error', 'jobq_viewer', ARRAY[]::text[],
                        'table_privs_are: jobq_viewer has nothing on jobq._job_error');

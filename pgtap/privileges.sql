@@ -9,8 +9,8 @@ CREATE ROLE jobq_test_nobody NOLOGIN;   -- rolled back with the test
 CREATE TEMP TABLE api (sig text, producer boolean, worker boolean);
 INSERT INTO api VALUES
     ('jobq.version()', true, true),
-    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text)', true, false),
-    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text)', true, false),
+    ('jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,bigint[],text,jsonb,text,text)', true, false),
+    ('jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,bigint[],text,jsonb[],text[],text)', true, false),
     ('jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer,jsonb)', true, false),
     ('jobq.status(bigint)', true, true),
     ('jobq.result(bigint)', true, true),
@@ -38,7 +38,7 @@ INSERT INTO api VALUES
     ('jobq.cancel_jobs(text,text,jsonb,jsonb)', false, false),
     ('jobq.discard_dead(text,interval)', false, false),
     ('jobq.prune(integer)', false, true),
-    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval)', false, false),
+    ('jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,integer,integer,interval,interval,interval,boolean,jsonb,integer)', false, false),
     ('jobq.reset_queue(text)', false, false),
     ('jobq.pause(text)', false, false),
     ('jobq.resume(text)', false, false),
@@ -76,7 +76,7 @@ SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
                 'producers and workers may execute no private helper');
 SELECT function_privs_are('jobq', 'claim', ARRAY['text', 'bigint', 'text', 'interval'], 'jobq_producer', ARRAY[]::text[],
                           'function_privs_are: jobq_producer has no privilege on claim(text, ...)');
-SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text'],
+SELECT function_privs_are('jobq', 'enqueue', ARRAY['text', 'jsonb', 'timestamp with time zone', 'integer', 'integer', 'text', 'text', 'interval', 'interval', 'bigint[]', 'text', 'jsonb', 'text', 'text'],
                           'jobq_worker', ARRAY[]::text[], 'function_privs_are: jobq_worker has no privilege on enqueue');
 SELECT function_privs_are('jobq', 'take', ARRAY['text', 'bigint'], 'jobq_worker', ARRAY['EXECUTE'],
                           'function_privs_are: jobq_worker may execute take');

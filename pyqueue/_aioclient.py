@@ -75,6 +75,7 @@ async def enqueue(
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
     meta: Mapping[str, Any] | None = None,
+    fair_key: str | None = None,
     on_duplicate: str = "keep",
 ) -> int:
     """Add a job and return its id.
@@ -109,6 +110,11 @@ async def enqueue(
     and :func:`cancel_jobs` (``meta_contains``) filter by it. It is capped
     like the payload (the queue's ``max_payload_bytes``).
 
+    ``fair_key`` (a tenant or customer id, 1 to 512 characters) is the key
+    a fair queue (``configure_queue(queue, fair=True)``, jobq 0.12) serves
+    round-robin: one key's backlog never holds up another's. Sent only
+    when given.
+
     ``on_duplicate`` (with ``key``; jobq 0.12) says what a duplicate does:
     ``'keep'`` (the default) returns the job holding the key, unchanged;
     ``'replace'`` gives that job, when it is waiting, ready or scheduled,
@@ -125,7 +131,7 @@ async def enqueue(
     return await arun(conn, s.enqueue(
         queue, payload, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, key=key,
         group_key=group_key, timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-        on_parent_failure=on_parent_failure, meta=meta, on_duplicate=on_duplicate))
+        on_parent_failure=on_parent_failure, meta=meta, fair_key=fair_key, on_duplicate=on_duplicate))
 
 
 async def enqueue_many(
@@ -144,6 +150,7 @@ async def enqueue_many(
     depends_on: Iterable[int] | None = None,
     on_parent_failure: str = "cancel",
     metas: Sequence[Mapping[str, Any]] | None = None,
+    fair_keys: Sequence[str | None] | None = None,
     on_duplicate: str = "keep",
 ) -> list[int]:
     """Add one job per payload in one statement; their ids in payload order.
@@ -154,12 +161,14 @@ async def enqueue_many(
     :func:`enqueue`; so do ``depends_on`` and ``on_parent_failure`` (every
     job of the call waits for the same parents), and ``on_duplicate`` (to
     every job with a key; a key given twice in one call: the last wins).
-    ``metas`` gives one meta object per payload (see :func:`enqueue`).
+    ``metas`` gives one meta object per payload (see :func:`enqueue`);
+    ``fair_keys`` one fair key (or None) per payload, as ``fair_key`` does
+    for :func:`enqueue`.
     """
     return await arun(conn, s.enqueue_many(
         queue, payloads, delay=delay, run_at=run_at, priority=priority, max_attempts=max_attempts, keys=keys,
         group_key=group_key, timeout=timeout, unique_for=unique_for, depends_on=depends_on,
-        on_parent_failure=on_parent_failure, metas=metas, on_duplicate=on_duplicate))
+        on_parent_failure=on_parent_failure, metas=metas, fair_keys=fair_keys, on_duplicate=on_duplicate))
 
 
 async def claim(
@@ -349,7 +358,11 @@ async def configure_queue(conn: AsyncConnection, queue: str, **settings: Any) ->
     rate_interval, timeout (the default execution timeout of the queue's
     jobs; 0 removes it) and result_retention (how long a completed job with
     a result is kept, at least retention; 0 .. 3650 days); durations as
-    timedelta or seconds. Omitted settings stay as they are.
+    timedelta or seconds. Fair queues (jobq 0.12): fair (True: claims serve
+    the queue's fair keys round-robin; False also drops the two below),
+    fair_weights (a dict of fair key to turns per round, 1..1000; {}
+    removes them) and per_key_concurrency (running jobs per fair key; 0
+    removes the limit). Omitted settings stay as they are.
     """
     return await arun(conn, s.configure_queue(queue, **settings))
 

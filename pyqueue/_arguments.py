@@ -42,6 +42,9 @@ QUEUE_SETTINGS: dict[str, str] = {
     "rate_interval": "interval",
     "timeout": "interval",  # the queue's default job timeout; 0 removes it
     "result_retention": "interval",  # how long a completed job's result is kept
+    "fair": "boolean",  # claims serve the queue's fair keys round-robin (jobq 0.12)
+    "fair_weights": "jsonb",  # {"key": turns per round}; {} removes them
+    "per_key_concurrency": "integer",  # running jobs per fair key; 0 removes the limit
 }
 
 
@@ -60,7 +63,8 @@ def retry_time(retry_at: datetime | None) -> datetime | None:
 def _enqueue_options(
     group_key: str | None, timeout: timedelta | float | None, unique_for: timedelta | float | None,
     depends_on: Iterable[int] | None, on_parent_failure: str, *, meta: Mapping[str, Any] | None = None,
-    metas: Sequence[Mapping[str, Any]] | None = None, on_duplicate: str = "keep",
+    metas: Sequence[Mapping[str, Any]] | None = None, fair_key: str | None = None,
+    fair_keys: Sequence[str | None] | None = None, on_duplicate: str = "keep",
 ) -> tuple[str, dict[str, Any]]:
     """The named arguments of later jobq versions that were given, and their
     values (on_parent_failure: when not the default, or with depends_on;
@@ -74,6 +78,8 @@ def _enqueue_options(
                               if depends_on is not None or on_parent_failure != "cancel" else None),
         "meta": None if meta is None else check.payload(meta, "meta"),
         "metas": None if metas is None else check.payloads_array(metas, "metas"),
+        "fair_key": check.text(fair_key, "fair_key", InvalidJobKey),
+        "fair_keys": check.texts(fair_keys, "fair_keys", InvalidJobKey),
         "on_duplicate": _on_duplicate(on_duplicate),
     }
     given = {name: value for name, value in given.items() if value is not None}
@@ -136,13 +142,16 @@ def enqueue_params(
     on_parent_failure: str = "cancel",
     meta: Mapping[str, Any] | None = None,
     metas: Sequence[Mapping[str, Any]] | None = None,
+    fair_key: str | None = None,
+    fair_keys: Sequence[str | None] | None = None,
     on_duplicate: str = "keep",
 ) -> tuple[str, dict[str, Any]]:
     """What enqueue and enqueue_many share: the statement (``template`` with
     the options of later jobq versions that were given) and the parameters
     but the payloads and keys."""
     options, values = _enqueue_options(group_key, timeout, unique_for, depends_on, on_parent_failure,
-                                       meta=meta, metas=metas, on_duplicate=on_duplicate)
+                                       meta=meta, metas=metas, fair_key=fair_key, fair_keys=fair_keys,
+                                       on_duplicate=on_duplicate)
     params = {
         "queue": check.text(queue, "queue", InvalidQueueName),
         **schedule_params(delay, run_at),
@@ -313,6 +322,17 @@ def configure_query(queue: str, settings: Mapping[str, Any]) -> tuple[str, dict[
 
 
 def _setting(name: str, sql_type: str, value: Any) -> Any:
+    if sql_type == "boolean":
+        if not isinstance(value, bool):
+            raise check.refuse(InvalidSetting,
+                               f"setting {name} must be True or False, got {type(value).__name__}",
+                               f"Pass {name}=True or {name}=False.")
+        return value
+    if sql_type == "jsonb":
+        if not isinstance(value, Mapping):
+            raise check.refuse(InvalidSetting, f"setting {name} must be a dict, got {type(value).__name__}",
+                               'Map fair keys to weights, e.g. {"gold": 3}; {} removes them.')
+        return check.payload(value, name, InvalidSetting)
     if sql_type == "interval":
         return check.seconds(value, name, InvalidSetting)
     if sql_type == "integer":

@@ -32,6 +32,7 @@ ENQUEUE_OPTION_TYPES = {
     "group_key": "text", "timeout": "interval", "unique_for": "interval",
     "depends_on": "bigint[]", "on_parent_failure": "text",
     "meta": "jsonb", "metas": "jsonb[]",  # jobq 0.12.0
+    "fair_key": "text", "fair_keys": "text[]",  # jobq 0.12.0
     "on_duplicate": "text",  # jobq 0.12.0
 }
 ENQUEUE_TEMPLATE = (

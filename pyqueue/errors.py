@@ -168,10 +168,11 @@ class InvalidInterval(InvalidArgument):
 
 
 class InvalidJobKey(InvalidArgument):
-    """JQ009: a job_key or group_key is empty or over 512 characters; ``job_keys``
-    and ``payloads`` differ in length, or ``job_keys`` has more than one
-    dimension; or ``unique_for`` or an ``on_duplicate`` other than 'keep'
-    comes without a key."""
+    """JQ009: a job_key, group_key or fair_key is empty or over 512 characters;
+    ``job_keys`` (or ``fair_keys``) and ``payloads`` differ in length, or
+    ``job_keys`` (``fair_keys``) has more than one dimension; ``unique_for``
+    or an ``on_duplicate`` other than 'keep' comes without a key; or a
+    group_key goes to a fair queue."""
 
     SQLSTATE = "JQ009"
 
@@ -193,6 +194,9 @@ class InvalidWorkerName(InvalidArgument):
 
 class InvalidSetting(InvalidArgument):
     """JQ012: a ``configure_queue`` value is out of range (durations: as JQ008),
+    ``fair_weights`` are not whole numbers 1..1000 for possible fair keys,
+    ``fair_weights`` or ``per_key_concurrency`` are set on a queue that is
+    not fair, ``fair`` is turned on while the queue has serial-group jobs;
     or pg_cron rejects a schedule."""
 
     SQLSTATE = "JQ012"

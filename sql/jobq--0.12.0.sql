@@ -140,6 +140,10 @@ CREATE TABLE jobq._job (
     parked_expires_at timestamptz GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED,
     progress          jsonb,
     meta              jsonb,
+    -- The fair key (enqueue's fair_key): a fair queue is claimed round-robin
+    -- across its keys. '' is no user's key: a job without one in a fair
+    -- queue (all such jobs share that one turn).
+    fair_key          text COLLATE "C",
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -149,7 +153,8 @@ CREATE TABLE jobq._job (
     CONSTRAINT job_group_key_length CHECK (char_length(group_key) BETWEEN 1 AND 512),
     CONSTRAINT job_parked_when_running CHECK (NOT parked OR status IN ('running', 'waiting')),
     CONSTRAINT job_waiting_parked CHECK (status <> 'waiting' OR parked),
-    CONSTRAINT job_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day')
+    CONSTRAINT job_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day'),
+    CONSTRAINT job_fair_key_length CHECK (char_length(fair_key) <= 512)
 ) WITH (
     -- A queue table churns: every row is inserted, updated once or twice
     -- and deleted within seconds. Vacuum early and without throttling.
@@ -178,6 +183,8 @@ COMMENT ON COLUMN jobq._job.watched IS
     'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
 COMMENT ON COLUMN jobq._job.parked_expires_at IS
     'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
+COMMENT ON COLUMN jobq._job.fair_key IS
+    'The fair key (enqueue''s fair_key): a fair queue serves its keys round-robin; '''' for a job of a fair queue enqueued without one.';
 COMMENT ON COLUMN jobq._job.progress IS
     'The last progress its holder reported (jobq.progress: any small JSON value); kept while the job is live, so that a later attempt can resume from it.';
 COMMENT ON COLUMN jobq._job.meta IS
@@ -188,6 +195,12 @@ COMMENT ON COLUMN jobq._job.meta IS
 -- HOT) and are skipped by their status; parked ones leave it.
 CREATE INDEX _job_claim_idx ON jobq._job (queue, priority, run_at, id)
     WHERE NOT parked;
+-- Fair queues: the due keys one after another (a skip scan over fair_key),
+-- and each key's most urgent jobs in claim order. Only jobs with a fair key
+-- (every job of a fair queue has one, '' when none was given), so a plain
+-- queue's enqueue writes no entry here.
+CREATE INDEX _job_fair_idx ON jobq._job (queue, fair_key, priority, run_at, id)
+    WHERE fair_key IS NOT NULL AND NOT parked;
 -- Unique jobs: one active job per (queue, job_key). Every row here is active.
 CREATE UNIQUE INDEX _job_key_idx ON jobq._job (queue, job_key)
     WHERE job_key IS NOT NULL;
@@ -241,6 +254,7 @@ CREATE TABLE jobq._job_archive (
     result        jsonb,
     cancelled_by  bigint,
     meta          jsonb,
+    fair_key      text COLLATE "C",
     CONSTRAINT job_archive_status_valid CHECK (status IN ('completed', 'dead', 'cancelled'))
 ) PARTITION BY RANGE (prune_after);
 COMMENT ON TABLE jobq._job_archive IS
@@ -248,6 +262,8 @@ COMMENT ON TABLE jobq._job_archive IS
 COMMENT ON COLUMN jobq._job_archive.prune_after IS
     'Not pruned before this time: jobq.prune() drops the row''s day partition once the whole day has passed; NULL keeps it until retried.';
 COMMENT ON COLUMN jobq._job_archive.result IS 'What the job''s complete() reported (any JSON value); NULL when none.';
+COMMENT ON COLUMN jobq._job_archive.fair_key IS
+    'The job''s fair key (enqueue''s fair_key), kept so that a retry puts it back in its key''s turn.';
 COMMENT ON COLUMN jobq._job_archive.cancelled_by IS
     'The ancestor whose death or cancellation cancelled this job (the root of the cascade); jobq.retry of it restores this job.';
 COMMENT ON COLUMN jobq._job_archive.meta IS 'The job''s meta (enqueue''s meta), kept with it.';
@@ -348,6 +364,13 @@ CREATE TABLE jobq._queue (
     paused             boolean,
     timeout            interval,
     result_retention   interval,
+    fair               boolean,
+    fair_weights       jsonb,
+    per_key_concurrency integer,
+    -- A fair queue's round-robin cursor: the key its last claim served last,
+    -- and how many of that key's turns of the round it has had.
+    fair_cursor        text,
+    fair_turns         integer,
     CONSTRAINT queue_name_valid CHECK (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
     -- Named queue_<column>_range: configure_queue() names the setting from it.
     CONSTRAINT queue_max_attempts_range CHECK (max_attempts BETWEEN 1 AND 1000),
@@ -362,7 +385,8 @@ CREATE TABLE jobq._queue (
     CONSTRAINT queue_rate_limit_range CHECK (rate_limit BETWEEN 1 AND 1000000),
     CONSTRAINT queue_rate_interval_range CHECK (rate_interval BETWEEN interval '1 second' AND interval '1 day'),
     CONSTRAINT queue_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day'),
-    CONSTRAINT queue_result_retention_range CHECK (result_retention BETWEEN interval '0' AND interval '3650 days')
+    CONSTRAINT queue_result_retention_range CHECK (result_retention BETWEEN interval '0' AND interval '3650 days'),
+    CONSTRAINT queue_per_key_concurrency_range CHECK (per_key_concurrency BETWEEN 1 AND 10000)
 );
 COMMENT ON TABLE jobq._queue IS 'Per-queue setting overrides; NULL means the default. Private: use jobq.configure_queue().';
 
@@ -1131,7 +1155,12 @@ BEGIN
            CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END,
            coalesce(q.paused, d.paused),
            q.timeout,                                 -- NULL: handlers run as long as they take
-           coalesce(q.result_retention, d.result_retention)
+           coalesce(q.result_retention, d.result_retention),
+           coalesce(q.fair, false),                   -- fair: claimed round-robin across fair keys
+           q.fair_weights,                            -- NULL: every key weight 1
+           q.per_key_concurrency,                     -- NULL: no limit per key
+           q.fair_cursor,
+           q.fair_turns
     INTO v_settings
     FROM jobq._queue_defaults AS d
     LEFT JOIN jobq._queue AS q ON q.queue = p_queue;
@@ -1171,6 +1200,289 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION jobq._history_kept() IS 'Whether any queue keeps completed jobs in the archive (retention > 0).';
+
+CREATE FUNCTION jobq._check_fair_key(p_key text, p_name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise JQ009 unless p_key (named p_name) is NULL or a fair key of 1 to
+    -- 512 characters ('' is jobq's own: the turn of the jobs without a key).
+    IF p_key IS NOT NULL AND char_length(p_key) NOT BETWEEN 1 AND 512 THEN
+        RAISE EXCEPTION 'jobq: % must be 1 to 512 characters, got %', p_name, char_length(p_key)
+            USING ERRCODE = 'JQ009', HINT = 'Use a short tenant or customer id, or NULL for no key.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_fair_key(text, text) IS 'Raises JQ009 for a fair key that is not NULL or 1 to 512 characters.';
+
+CREATE FUNCTION jobq._check_fair_keys(p_fair_keys text[], p_n integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_item record;
+BEGIN
+    -- Raise JQ009 unless p_fair_keys is a list of p_n fair keys (or NULLs);
+    -- a bad key is named by its own subscript.
+    IF array_ndims(p_fair_keys) > 1 THEN
+        RAISE EXCEPTION 'jobq: fair_keys must be a one-dimensional array, got % dimensions %',
+                array_ndims(p_fair_keys), array_dims(p_fair_keys)
+            USING ERRCODE = 'JQ009', HINT = 'Pass a list of fair keys (or NULLs), one per payload.';
+    END IF;
+    IF cardinality(p_fair_keys) <> p_n THEN
+        RAISE EXCEPTION 'jobq: fair_keys has % elements but payloads has %', cardinality(p_fair_keys), p_n
+            USING ERRCODE = 'JQ009', HINT = 'Pass one fair key (or NULL) per payload, or fair_keys => NULL.';
+    END IF;
+    FOR v_item IN SELECT x.fair_key, x.ord FROM unnest(p_fair_keys) WITH ORDINALITY AS x(fair_key, ord) LOOP
+        PERFORM jobq._check_fair_key(v_item.fair_key,
+                                     format('fair_keys[%s]', array_lower(p_fair_keys, 1) + v_item.ord - 1));
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_fair_keys(text[], integer) IS
+    'Raises JQ009 for fair_keys that are not one fair key (or NULL) per payload, each NULL or 1 to 512 characters.';
+
+CREATE FUNCTION jobq._check_fair_grouping(p_fair boolean, p_group_key text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- Raise JQ009 when a job of a serial group goes to a fair queue: a fair
+    -- queue is claimed round-robin across its keys and keeps no group order.
+    IF p_fair AND p_group_key IS NOT NULL THEN
+        RAISE EXCEPTION 'jobq: group_key cannot be used on a fair queue'
+            USING ERRCODE = 'JQ009',
+                  HINT = 'A fair queue serves its fair keys round-robin and has no serial groups: '
+                         'use per_key_concurrency => 1 to run a key one job at a time, or another queue.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_fair_grouping(boolean, text) IS
+    'Raises JQ009 for a group_key on a fair queue (fair queues have no serial groups).';
+
+CREATE FUNCTION jobq._check_fair_weights(p_weights jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_bad record;
+BEGIN
+    -- Raise JQ012 unless p_weights is NULL or a JSON object of at most
+    -- 10,000 fair keys (1 to 512 characters) to whole numbers 1 to 1000.
+    IF p_weights IS NULL THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(p_weights) <> 'object' THEN
+        RAISE EXCEPTION 'jobq: setting fair_weights must be a JSON object, got a JSON %', jsonb_typeof(p_weights)
+            USING ERRCODE = 'JQ012', HINT = 'Map fair keys to weights, e.g. ''{"gold": 3}''; ''{}'' removes them.';
+    END IF;
+    IF (SELECT count(*) FROM jsonb_object_keys(p_weights)) > 10000 THEN
+        RAISE EXCEPTION 'jobq: setting fair_weights has more than 10000 keys'
+            USING ERRCODE = 'JQ012', HINT = 'Give weights to the few keys that need more turns; the rest have 1.';
+    END IF;
+    SELECT e.key, e.value INTO v_bad
+    FROM jsonb_each(p_weights) AS e
+    WHERE char_length(e.key) NOT BETWEEN 1 AND 512
+       OR jsonb_typeof(e.value) <> 'number'
+       OR e.value::text !~ '^[0-9]+$'
+       OR e.value::text::numeric NOT BETWEEN 1 AND 1000
+    LIMIT 1;
+    IF FOUND THEN
+        IF char_length(v_bad.key) NOT BETWEEN 1 AND 512 THEN
+            RAISE EXCEPTION 'jobq: setting fair_weights has a key of % characters, which no fair key can be',
+                    char_length(v_bad.key)
+                USING ERRCODE = 'JQ012', HINT = 'Fair keys are 1 to 512 characters.';
+        END IF;
+        RAISE EXCEPTION 'jobq: setting fair_weights gives key % the weight %, not a whole number from 1 to 1000',
+                pg_catalog.quote_literal(pg_catalog.left(v_bad.key, 100)), pg_catalog.left(v_bad.value::text, 100)
+            USING ERRCODE = 'JQ012',
+                  HINT = 'A weight is how many turns a key gets per round (1, the default, to 1000); '
+                         'leave a key out for weight 1.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._check_fair_weights(jsonb) IS
+    'Raises JQ012 unless fair_weights is NULL or an object of fair keys to whole-number weights 1..1000.';
+
+CREATE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue) RETURNS bigint[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
+SET max_parallel_workers_per_gather = 0
+AS $$
+DECLARE
+    v_ids bigint[] := '{}';
+    v_weights jsonb := coalesce(p_settings.fair_weights, '{}');
+    v_limit integer := p_settings.per_key_concurrency;
+    v_running jsonb := '{}';
+    v_last text := p_settings.fair_cursor;
+    v_used integer := coalesce(p_settings.fair_turns, 0);
+    v_left integer;
+    v_from text;
+    v_want integer;
+    v_keys text[];
+    v_turns integer[];
+    v_rounds integer;
+    v_got bigint[];
+    v_got_keys text[];
+    v_got_used integer[];
+BEGIN
+    -- Row-lock (SKIP LOCKED) up to p_n ready jobs of the fair queue p_queue
+    -- (p_settings: its settings), round-robin across its fair keys: the keys
+    -- with due jobs in key order, starting from the cursor on the queue's
+    -- row (the key served last: the key itself while it has turns of its
+    -- round left, else the next one) and wrapping around; each key gives
+    -- its weight's worth of jobs per round (fair_weights, else 1), in
+    -- (priority, run_at, id) order, until p_n are taken. Keys that run out
+    -- leave their turns to the others (work-conserving: a key alone gets all
+    -- p_n). With per_key_concurrency, no key gets more than that many
+    -- running: counted under the row lock of the queue's jobq._queue row
+    -- (SKIP LOCKED, as for the queue's concurrency limit: a claimer that
+    -- finds it taken gets no jobs, never a wait), in a statement after the
+    -- lock. Keys come from a skip scan of jobq._job_fair_idx (one probe per
+    -- key, never a sort of the backlog), each key's jobs from the same index
+    -- (at most 8 passes of up to p_n keys: more keys in a row without a due
+    -- job leave the rest to the next claim, which starts after them);
+    -- plans pinned (no sort, bitmap or sequential scan, whatever the
+    -- statistics). Returns the ids in the order served; moves the cursor when it can lock
+    -- the queue's row (a concurrent claim that cannot leaves it to the other).
+    IF p_n <= 0 THEN
+        RETURN v_ids;
+    END IF;
+    IF v_limit IS NOT NULL THEN
+        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN v_ids;   -- another claimer is counting this queue's keys right now
+        END IF;
+        SELECT coalesce(jsonb_object_agg(r.fair_key, r.n), '{}') INTO v_running
+        FROM (SELECT j.fair_key, count(*) AS n
+              FROM jobq._job AS j
+              WHERE j.queue = p_queue AND j.parked AND j.status = 'running' AND j.fair_key IS NOT NULL
+              GROUP BY j.fair_key) AS r;
+    END IF;
+    FOR v_pass IN 1..8 LOOP
+        v_want := p_n - cardinality(v_ids);
+        EXIT WHEN v_want <= 0;
+        -- Where this pass starts: at the cursor's key while it has turns of
+        -- its round left (v_left), else at the smallest string after it in
+        -- the key's "C" order ('' from the very start).
+        v_left := coalesce((v_weights ->> v_last)::integer, 1) - v_used;
+        IF v_last IS NOT NULL AND v_left > 0 THEN
+            v_from := v_last;
+        ELSE
+            v_from := coalesce(v_last || chr(1), '');
+            v_left := 0;
+        END IF;
+        -- Up to v_want keys with jobs not running (and, with a limit, a
+        -- free slot), in turn order: from v_from to the last key, then from
+        -- the first key up to v_from. The order is that of the scans (UNION
+        -- ALL appends the second after the first); no sort. A key's turns
+        -- per round: its weight (and no more than its free slots). Whether
+        -- a key has a due job is found by taking it (a key whose jobs are
+        -- all scheduled gives none).
+        WITH RECURSIVE upper_keys(key) AS (
+            (SELECT j.fair_key FROM jobq._job AS j
+             WHERE j.queue = p_queue AND j.fair_key >= v_from AND NOT j.parked
+             ORDER BY j.fair_key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.fair_key FROM jobq._job AS j
+                    WHERE j.queue = p_queue AND j.fair_key > u.key AND NOT j.parked
+                    ORDER BY j.fair_key LIMIT 1)
+            FROM upper_keys AS u
+            WHERE u.key IS NOT NULL
+        ), lower_keys(key) AS (
+            (SELECT j.fair_key FROM jobq._job AS j
+             WHERE j.queue = p_queue AND j.fair_key >= '' AND j.fair_key < v_from AND NOT j.parked
+             ORDER BY j.fair_key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.fair_key FROM jobq._job AS j
+                    WHERE j.queue = p_queue AND j.fair_key > l.key AND j.fair_key < v_from AND NOT j.parked
+                    ORDER BY j.fair_key LIMIT 1)
+            FROM lower_keys AS l
+            WHERE l.key IS NOT NULL
+        )
+        SELECT array_agg(k.key), array_agg(k.turn)
+        INTO v_keys, v_turns
+        FROM (SELECT a.key,
+                     least(coalesce((v_weights ->> a.key)::integer, 1),
+                           coalesce(v_limit - coalesce((v_running ->> a.key)::integer, 0), 1000)) AS turn
+              FROM (SELECT u.key FROM upper_keys AS u WHERE u.key IS NOT NULL
+                    UNION ALL
+                    SELECT l.key FROM lower_keys AS l WHERE l.key IS NOT NULL) AS a
+              WHERE (v_limit IS NULL OR coalesce((v_running ->> a.key)::integer, 0) < v_limit)
+              LIMIT v_want) AS k;
+        EXIT WHEN v_keys IS NULL;
+        IF v_keys[1] IS DISTINCT FROM v_from THEN
+            v_left := 0;   -- the cursor's key has no job now: its round is over
+        END IF;
+        -- Enough whole rounds for v_want jobs; a key's quota is its turns per
+        -- round times the rounds, capped by its free slots under a limit.
+        v_rounds := ceil(v_want::numeric / (SELECT sum(t) FROM unnest(v_turns) AS t))::integer;
+        -- Each key's most urgent due jobs (row-locked, SKIP LOCKED), served
+        -- round by round: round r takes the r-th batch of turn jobs of every
+        -- key, keys in turn order (the cursor's key, when it goes on, first
+        -- takes the turns it has left); the first v_want of that order, and
+        -- for each the turns of its round its key has had with it.
+        SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used)
+        INTO v_got, v_got_keys, v_got_used
+        FROM (SELECT x.id, k.key,
+                     CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
+                          WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
+                          ELSE (x.ord - 1) / k.turn END AS round,
+                     CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn)
+                              THEN k.turn - least(v_left, k.turn) + x.ord
+                          WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
+                          ELSE (x.ord - 1) % k.turn + 1 END AS used,
+                     k.pos, x.ord
+              FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
+                   LATERAL (SELECT l.id, row_number() OVER () AS ord
+                            FROM (SELECT j.id
+                                  FROM jobq._job AS j
+                                  WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
+                                    AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                                  ORDER BY j.priority, j.run_at, j.id
+                                  LIMIT least(k.turn * v_rounds,
+                                              coalesce(v_limit - coalesce((v_running ->> k.key)::integer, 0),
+                                                       k.turn * v_rounds))
+                                  FOR UPDATE SKIP LOCKED) AS l) AS x
+              ORDER BY 3, k.pos, x.ord
+              LIMIT v_want) AS c;
+        IF v_got IS NULL THEN
+            -- None of these keys had a due job free (only scheduled ones, or
+            -- locked by other claims): the whole rotation when it was all
+            -- of it; else they lose this turn, and the next pass goes on
+            -- after them.
+            EXIT WHEN cardinality(v_keys) < v_want;
+            v_last := v_keys[cardinality(v_keys)];
+            v_used := coalesce((v_weights ->> v_last)::integer, 1);
+            CONTINUE;
+        END IF;
+        v_ids := v_ids || v_got;
+        v_last := v_got_keys[cardinality(v_got_keys)];
+        v_used := v_got_used[cardinality(v_got_used)];
+        IF v_limit IS NOT NULL THEN
+            SELECT v_running || coalesce(jsonb_object_agg(g.key, coalesce((v_running ->> g.key)::integer, 0) + g.n),
+                                         '{}')
+            INTO v_running
+            FROM (SELECT u.key, count(*) AS n FROM unnest(v_got_keys) AS u(key) GROUP BY u.key) AS g;
+        END IF;
+    END LOOP;
+    IF (v_last, v_used) IS DISTINCT FROM (p_settings.fair_cursor, p_settings.fair_turns) THEN
+        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            UPDATE jobq._queue AS q SET fair_cursor = v_last, fair_turns = v_used WHERE q.queue = p_queue;
+        END IF;
+    END IF;
+    RETURN v_ids;
+END
+$$;
+COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue) IS
+    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured).';
 
 CREATE FUNCTION jobq._finish_lean(p_ids bigint[], p_lease_tokens uuid[], p_held boolean,
                                   OUT ids bigint[], OUT wake text[], OUT parents bigint[], OUT watched bigint[])
@@ -1284,7 +1596,7 @@ BEGIN
         INSERT INTO jobq._job_archive
             (id, queue, payload, status, priority, run_at, attempts, max_attempts,
              job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
-             result, cancelled_by, meta)
+             result, cancelled_by, meta, fair_key)
         SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
                g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
                coalesce(p_error, g.last_error), g.created_at,
@@ -1292,7 +1604,7 @@ BEGIN
                v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
                                    WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
                                    ELSE s.retention END,
-               g.group_key, g.timeout, g.result, p_cause, g.meta
+               g.group_key, g.timeout, g.result, p_cause, g.meta, g.fair_key
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue
         WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL
@@ -1507,7 +1819,8 @@ COMMENT ON FUNCTION jobq._enqueue_args_ok(text, timestamptz, integer, integer, t
 CREATE FUNCTION jobq._insert_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false,
-    p_meta jsonb DEFAULT NULL
+    p_meta jsonb DEFAULT NULL,
+    p_fair_key text DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1521,6 +1834,8 @@ BEGIN
     -- p_unique_for. Loops when the holder finishes between the INSERT and
     -- the lookup. p_waiting: the job waits for parents (jobq._attach links
     -- it): status waiting, parked, and no wake-up yet. p_meta: its meta.
+    -- p_fair_key: the job's fair key; none in a fair queue is '' (the
+    -- keyless jobs' turn).
     IF p_unique_for IS NOT NULL THEN
         SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
         IF v_id IS NOT NULL THEN
@@ -1535,15 +1850,17 @@ BEGIN
     FOR i IN 1..10 LOOP
         IF p_waiting THEN
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                   status, parked, has_parents, meta)
+                                   status, parked, has_parents, meta, fair_key)
             VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                    'waiting', true, true, p_meta)
+                    'waiting', true, true, p_meta,
+                    coalesce(p_fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = p_queue AND q.fair)))
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         ELSE
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout, meta)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
+                                   meta, fair_key)
             VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                    p_meta)
+                    p_meta, coalesce(p_fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = p_queue AND q.fair)))
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         END IF;
@@ -1562,13 +1879,13 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb) IS
+COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb, text) IS
     'Inserts one validated job (ready, and NOTIFYs; or waiting for parents), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';
 
 CREATE FUNCTION jobq._replace_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean,
-    p_payload_only boolean, p_meta jsonb
+    p_payload_only boolean, p_meta jsonb, p_fair_key text
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1580,7 +1897,8 @@ BEGIN
     -- Enqueue with on_duplicate 'replace' (p_payload_only false) or
     -- 'replace_payload' (true) and a validated job_key: the waiting, ready
     -- or scheduled job holding the key takes the new payload and meta (p_meta,
-    -- which goes with the payload: the trace context of the last enqueue)
+    -- which goes with the payload: the trace context of the last enqueue;
+    -- it keeps its fair key, p_fair_key being a new job's)
     -- (and, with 'replace', run_at and priority; its id, attempts, max_attempts,
     -- group_key, timeout and parents stay); else a new job is inserted as
     -- jobq._insert_job does. A running holder is never changed but for one
@@ -1600,9 +1918,10 @@ BEGIN
     END IF;
     FOR i IN 1..10 LOOP
         INSERT INTO jobq._job AS j (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                    status, parked, has_parents, meta)
+                                    status, parked, has_parents, meta, fair_key)
         VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting, p_meta)
+                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting, p_meta,
+                coalesce(p_fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = p_queue AND q.fair)))
         ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO UPDATE
             SET payload = excluded.payload,
                 meta = excluded.meta,
@@ -1624,7 +1943,7 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb) IS
+COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb, text) IS
     'Enqueue with on_duplicate replace/replace_payload: updates the waiting, ready or scheduled job holding the key, else inserts (a running holder hands the key over).';
 
 CREATE FUNCTION jobq._check_enqueue_many_args(
@@ -2193,10 +2512,12 @@ BEGIN
     IF cardinality(v_set) > 0 THEN
         WITH moved AS (
             INSERT INTO jobq._job (id, queue, payload, status, parked, priority, run_at, attempts, max_attempts,
-                                   job_key, created_at, group_key, timeout, has_children, has_parents, meta)
+                                   job_key, created_at, group_key, timeout, has_children, has_parents, meta,
+                                   fair_key)
             SELECT a.id, a.queue, a.payload, 'waiting', true, a.priority, a.run_at, a.attempts, a.max_attempts,
                    a.job_key, a.created_at, a.group_key, a.timeout,
-                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true, a.meta
+                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true, a.meta,
+                   coalesce(a.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = a.queue AND q.fair))
             FROM jobq._job_archive AS a
             WHERE a.id = ANY (v_set)
             ORDER BY a.id
@@ -2564,7 +2885,7 @@ BEGIN
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
     -- path (jobq._pick). The arguments are already validated.
     SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease) ORDER BY u.ord),
-           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL
+           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL AND NOT s.fair
                     AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
     INTO names, leases, v_plain
     FROM (SELECT q.name, min(q.ord) AS ord
@@ -2786,13 +3107,19 @@ DECLARE
     v_queue text;
     v_slots record;
     v_names text[] := '{}';
-    v_starts timestamptz[] := '{}';   -- per queue of v_names: when its jobs start (jobq._queue_slots)
+    v_counted text[] := '{}';   -- every queue of the claim, fair or not
+    v_starts timestamptz[] := '{}';   -- per queue of v_counted: when its jobs start (jobq._queue_slots)
     v_leases interval[] := '{}';
     v_allow integer[] := '{}';
     v_rated text[] := '{}';
     v_ids bigint[];
     v_jobs_queues text[];   -- per job of v_ids: its queue
     v_grouped boolean;
+    v_settings jobq._queue;
+    v_fair_ids bigint[] := '{}';
+    v_fair_leases interval[] := '{}';
+    v_fair_names text[] := '{}';
+    v_got bigint[];
 BEGIN
     -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
     -- p_queues, most urgent first, that may start now: the queue is not
@@ -2806,10 +3133,12 @@ BEGIN
     -- (jobq._lock_group_head), so that no two members ever run at once. The
     -- jobs this path leases are parked, so the count of a queue's
     -- running jobs is an index scan (waiting jobs are parked too, and
-    -- skipped). Returns each job's start time: its queue's, read after
-    -- that queue's lock, at which the starts of a rate-limited queue are
-    -- counted and recorded; the caller stamps it on the job (started_at),
-    -- so that the rate limit holds over the jobs' own start times. Plans pinned as
+    -- skipped). Fair queues are served by jobq._fair_pick (round-robin
+    -- across their fair keys), ahead of the claim's other queues. Returns
+    -- each job's start time: its queue's, read after that queue's lock, at
+    -- which the starts of a rate-limited queue are counted and recorded;
+    -- the caller stamps it on the job (started_at), so that the rate limit
+    -- holds over the jobs' own start times. Plans pinned as
     -- jobq._claim's (no sort, no bitmap scan of the backlog).
     PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
     FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
@@ -2818,30 +3147,55 @@ BEGIN
         IF v_slots.rated THEN
             v_rated := v_rated || v_queue;
         END IF;
-        v_names := v_names || v_queue;
+        v_counted := v_counted || v_queue;
         v_starts := v_starts || v_slots.counted_at;
+        v_settings := jobq._settings(v_queue);
+        IF v_settings.fair THEN
+            -- A fair queue: round-robin across its keys (jobq._fair_pick),
+            -- before the other queues of the claim, within its slots.
+            v_got := jobq._fair_pick(p_queue => v_queue,
+                                     p_n => least(v_slots.slots, p_n - cardinality(v_fair_ids)),
+                                     p_settings => v_settings);
+            v_fair_ids := v_fair_ids || v_got;
+            v_fair_leases := v_fair_leases || array_fill(coalesce(p_lease, v_slots.lease), ARRAY[cardinality(v_got)]);
+            v_fair_names := v_fair_names || array_fill(v_queue, ARRAY[cardinality(v_got)]);
+            CONTINUE;
+        END IF;
+        v_names := v_names || v_queue;
         v_leases := v_leases || coalesce(p_lease, v_slots.lease);
         v_allow := v_allow || v_slots.slots;
     END LOOP;
 
-    SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_jobs_queues, v_grouped
-    FROM jobq._pick_candidates(p_names => v_names, p_slots => v_allow, p_leases => v_leases, p_n => p_n) AS c;
+    IF cardinality(v_names) > 0 AND cardinality(v_fair_ids) < p_n THEN
+        SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_jobs_queues, v_grouped
+        FROM jobq._pick_candidates(p_names => v_names, p_slots => v_allow, p_leases => v_leases,
+                                   p_n => p_n - cardinality(v_fair_ids)) AS c;
+    ELSE
+        v_ids := NULL;
+        v_leases := NULL;
+        v_jobs_queues := NULL;
+        v_grouped := false;
+    END IF;
 
     IF v_grouped THEN
         SELECT g.ids, g.leases, g.queues INTO v_ids, v_leases, v_jobs_queues
         FROM jobq._group_heads_only(p_ids => v_ids, p_leases => v_leases, p_queues => v_jobs_queues) AS g;
     END IF;
 
+    v_ids := v_fair_ids || coalesce(v_ids, '{}');
+    v_leases := v_fair_leases || coalesce(v_leases, '{}');
+    v_jobs_queues := v_fair_names || coalesce(v_jobs_queues, '{}');
+
     IF cardinality(v_rated) > 0 THEN
         INSERT INTO jobq._rate_start (queue, started_at, n)
-        SELECT r.queue, v_starts[array_position(v_names, r.queue)], count(*)
+        SELECT r.queue, v_starts[array_position(v_counted, r.queue)], count(*)
         FROM unnest(v_jobs_queues) AS r(queue)
         WHERE r.queue = ANY (v_rated)
         GROUP BY r.queue;
     END IF;
 
     RETURN QUERY
-    SELECT u.id, u.lease, v_starts[array_position(v_names, u.queue)]
+    SELECT u.id, u.lease, v_starts[array_position(v_counted, u.queue)]
     FROM unnest(v_ids, v_leases, v_jobs_queues) AS u(id, lease, queue);
 END
 $$;
@@ -3217,6 +3571,7 @@ CREATE FUNCTION jobq.enqueue(
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
     meta jsonb DEFAULT NULL,
+    fair_key text DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -3235,12 +3590,13 @@ BEGIN
     -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
     -- (and its own dependents), 'run' runs it once all have finished.
     -- meta: a JSON object kept beside the payload (tags, trace context),
-    -- capped like it.
+    -- capped like it. fair_key: the key (tenant) a fair queue serves
+    -- round-robin.
     -- on_duplicate (with job_key): 'keep' returns the holder of the key as
     -- said; 'replace' gives a waiting, ready or scheduled holder the new
     -- payload, meta, run_at and priority (debounce), 'replace_payload' only the
     -- payload and meta (throttle); a running holder is left as it is and hands the
-    -- key to a new job (jobq._replace_job).
+    -- key to a new job (jobq._replace_job). A replaced job keeps its fair key.
     IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
        AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
        AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
@@ -3248,7 +3604,8 @@ BEGIN
        AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
        AND (enqueue.meta IS NULL OR jsonb_typeof(enqueue.meta) = 'object')
        AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
-                                 NULL, NULL) THEN
+                                 NULL, NULL)
+       AND (enqueue.fair_key IS NULL OR char_length(enqueue.fair_key) BETWEEN 1 AND 512) THEN
         -- The common case (no key, group, timeout or parents) in one
         -- statement: the queue's settings read in it, and no row when the
         -- payload (or meta) is over the queue's max_payload_bytes or some per-queue
@@ -3256,9 +3613,10 @@ BEGIN
         -- raises the error, or checks the privilege and inserts. No key:
         -- nothing to conflict with. (Each helper call saved is a function
         -- call with pinned settings; a single-job enqueue pays them all.)
-        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout, meta)
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout, meta, fair_key)
         SELECT enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
-               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout, enqueue.meta
+               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout, enqueue.meta,
+               coalesce(enqueue.fair_key, CASE WHEN q.fair THEN '' END)
         FROM jobq._queue_defaults AS d
         LEFT JOIN jobq._queue AS q ON q.queue = enqueue.queue
         WHERE pg_column_size(enqueue.payload) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
@@ -3281,6 +3639,8 @@ BEGIN
                              AND pg_column_size(enqueue.meta) <= v_settings.max_payload_bytes, false))
             AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
             AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
+            AND (enqueue.fair_key IS NULL OR char_length(enqueue.fair_key) BETWEEN 1 AND 512)
+            AND NOT (v_settings.fair AND enqueue.group_key IS NOT NULL)
             AND coalesce(enqueue.on_duplicate = 'keep'
                          OR (enqueue.on_duplicate IN ('replace', 'replace_payload') AND enqueue.job_key IS NOT NULL),
                          false)) THEN
@@ -3294,6 +3654,8 @@ BEGIN
         PERFORM jobq._check_interval(enqueue.timeout, 'timeout', interval '1 second', interval '1 day');
         PERFORM jobq._check_unique_for(enqueue.unique_for, enqueue.job_key IS NOT NULL, 'job_key');
         PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
+        PERFORM jobq._check_fair_key(enqueue.fair_key, 'fair_key');
+        PERFORM jobq._check_fair_grouping(v_settings.fair, enqueue.group_key);
         PERFORM jobq._check_on_duplicate(enqueue.on_duplicate, enqueue.job_key IS NOT NULL, 'job_key');
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue.queue], 'produce')
@@ -3311,7 +3673,7 @@ BEGIN
                                   coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                   enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout),
                                   enqueue.unique_for, coalesce(cardinality(enqueue.depends_on), 0) > 0,
-                                  enqueue.on_duplicate = 'replace_payload', enqueue.meta);
+                                  enqueue.on_duplicate = 'replace_payload', enqueue.meta, enqueue.fair_key);
         IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
             PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
         END IF;
@@ -3321,20 +3683,20 @@ BEGIN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                 enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
-                                p_meta => enqueue.meta);
+                                false, enqueue.meta, enqueue.fair_key);
     END IF;
     PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
     PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                              enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
-                             true, enqueue.meta);
+                             true, enqueue.meta, enqueue.fair_key);
     PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text) IS
-    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs; meta is a JSON object kept beside the payload.';
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text, text) IS
+    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs; meta is a JSON object kept beside the payload; fair_key the key a fair queue serves round-robin.';
 
 CREATE FUNCTION jobq.enqueue_many(
     queue text,
@@ -3349,6 +3711,7 @@ CREATE FUNCTION jobq.enqueue_many(
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
     metas jsonb[] DEFAULT NULL,
+    fair_keys text[] DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -3368,9 +3731,9 @@ BEGIN
     -- unique_for, depends_on and on_parent_failure apply to every job, as in
     -- jobq.enqueue (unique_for to those with a key): with depends_on, every
     -- job waits for the same parents. metas: NULL, or one JSON object per
-    -- payload, each job's meta (as jobq.enqueue's). on_duplicate applies to
-    -- every job with a key, as in jobq.enqueue; a key repeated in one call:
-    -- the last wins.
+    -- payload, each job's meta (as jobq.enqueue's). fair_keys: one fair key
+    -- (or NULL) per payload. on_duplicate applies to every job with a key,
+    -- as in jobq.enqueue; a key repeated in one call: the last wins.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
@@ -3387,6 +3750,12 @@ BEGIN
         PERFORM jobq._check_on_duplicate(enqueue_many.on_duplicate, enqueue_many.job_keys IS NOT NULL, 'job_keys');
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
+    IF enqueue_many.fair_keys IS NOT NULL THEN
+        PERFORM jobq._check_fair_keys(p_fair_keys => enqueue_many.fair_keys, p_n => v_n);
+    END IF;
+    IF v_settings.fair AND enqueue_many.group_key IS NOT NULL THEN
+        PERFORM jobq._check_fair_grouping(v_settings.fair, enqueue_many.group_key);
+    END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
@@ -3414,10 +3783,12 @@ BEGIN
         -- sorting the returned ids gives payload order.
         RETURN QUERY
         WITH ins AS (
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, meta)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, meta, fair_key)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout), p.meta
+                   coalesce(enqueue_many.timeout, v_settings.timeout), p.meta,
+                   coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
+                            CASE WHEN v_settings.fair THEN '' END)
             FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
@@ -3430,10 +3801,12 @@ BEGIN
         -- No keys, with parents: one INSERT of waiting jobs, then their links.
         WITH ins AS (
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
-                                   status, parked, has_parents, meta)
+                                   status, parked, has_parents, meta, fair_key)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta,
+                   coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
+                            CASE WHEN v_settings.fair THEN '' END)
             FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
@@ -3446,7 +3819,8 @@ BEGIN
 
     PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
     FOR v_item IN
-        SELECT x.payload, x.job_key, x.meta
+        SELECT x.payload, x.job_key, x.meta,
+               enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + x.ord - 1] AS fair_key
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys, enqueue_many.metas)
              WITH ORDINALITY AS x(payload, job_key, meta, ord)
         ORDER BY x.ord
@@ -3457,7 +3831,7 @@ BEGIN
                                                coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
                                                v_item.job_key, enqueue_many.group_key,
                                                coalesce(enqueue_many.timeout, v_settings.timeout),
-                                               enqueue_many.unique_for, v_waiting, v_item.meta);
+                                               enqueue_many.unique_for, v_waiting, v_item.meta, v_item.fair_key);
         ELSE
             v_ids := v_ids || jobq._replace_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
                                                 enqueue_many.priority,
@@ -3465,7 +3839,8 @@ BEGIN
                                                 v_item.job_key, enqueue_many.group_key,
                                                 coalesce(enqueue_many.timeout, v_settings.timeout),
                                                 enqueue_many.unique_for, v_waiting,
-                                                enqueue_many.on_duplicate = 'replace_payload', v_item.meta);
+                                                enqueue_many.on_duplicate = 'replace_payload', v_item.meta,
+                                                v_item.fair_key);
         END IF;
     END LOOP;
     IF v_waiting THEN
@@ -3474,8 +3849,8 @@ BEGIN
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text) IS
-    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs; metas gives each its meta.';
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs; metas gives each its meta, fair_keys its fair key.';
 
 CREATE FUNCTION jobq.enqueue_callback(
     queue text,
@@ -3546,11 +3921,13 @@ DECLARE
     v_park text[];
     v_starts timestamptz[];   -- jobq._pick's start times (NULL on the plain path: v_now)
     v_now timestamptz;
+    v_fair jobq._queue;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
     -- (priority, run_at, id), each under its queue's lease unless given;
-    -- paused queues, concurrency and rate limits and serial groups honoured.
+    -- paused queues, concurrency and rate limits and serial groups honoured;
+    -- fair queues round-robin across their fair keys.
     -- No sort and no bitmap scan (the SET clauses): whatever the table's
     -- statistics say (never analyzed, analyzed while empty), the candidates
     -- come from the claim index in its order, and reading stops after p_n.
@@ -3581,14 +3958,27 @@ BEGIN
               ORDER BY c.priority, c.run_at, c.id
               LIMIT p_n) AS c;
     ELSE
-        -- Limits, pause or serial groups: jobq._pick counts and locks. These
-        -- leases are parked at once: limited queues count their running jobs
-        -- by the parked index.
-        -- jobq._pick also gives each job's start time (read after its
-        -- queue's lock: rate limits count it).
-        SELECT array_agg(p.id), array_agg(p.lease), array_agg(true), array_agg(p.started_at)
-        INTO v_ids, v_leases, v_parked, v_starts
-        FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease) AS p;
+        IF cardinality(p_queues) = 1 THEN
+            v_fair := jobq._settings(p_queues[1]);
+        END IF;
+        IF v_fair.fair AND NOT v_fair.paused AND v_fair.concurrency IS NULL AND v_fair.rate_limit IS NULL THEN
+            -- One fair queue without queue limits: round-robin across its
+            -- fair keys (jobq._fair_pick), straight. Its leases are parked:
+            -- reap and the live counts find in-place leases only at the
+            -- head of the claim index, where a fair claim's are not.
+            v_ids := jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair);
+            v_leases := array_fill(coalesce(p_lease, v_fair.lease), ARRAY[cardinality(v_ids)]);
+            v_parked := array_fill(true, ARRAY[cardinality(v_ids)]);
+        ELSE
+            -- Limits, pause, serial groups or fair queues among others:
+            -- jobq._pick counts and locks. These leases are parked at once:
+            -- limited queues count their running jobs by the parked index.
+            -- jobq._pick also gives each job's start time (read after its
+            -- queue's lock: rate limits count it).
+            SELECT array_agg(p.id), array_agg(p.lease), array_agg(true), array_agg(p.started_at)
+            INTO v_ids, v_leases, v_parked, v_starts
+            FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease) AS p;
+        END IF;
     END IF;
     RETURN QUERY
     WITH leased AS (
@@ -4358,12 +4748,13 @@ BEGIN
     BEGIN
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked, meta)
+                               status, parked, meta, fair_key)
         VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
                 v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
-                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits, v_job.meta);
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits, v_job.meta,
+                coalesce(v_job.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = v_job.queue AND q.fair)));
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
                 v_job.id, pg_catalog.quote_literal(v_job.job_key)
@@ -4417,12 +4808,13 @@ BEGIN
     ), moved AS (
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked, meta)
+                               status, parked, meta, fair_key)
         SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
                d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
-               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL, d.meta
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL, d.meta,
+               coalesce(d.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = d.queue AND q.fair))
         FROM dead AS d
         LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
         ORDER BY d.id
@@ -4836,7 +5228,10 @@ CREATE FUNCTION jobq.configure_queue(
     rate_limit integer DEFAULT NULL,
     rate_interval interval DEFAULT NULL,
     timeout interval DEFAULT NULL,
-    result_retention interval DEFAULT NULL
+    result_retention interval DEFAULT NULL,
+    fair boolean DEFAULT NULL,
+    fair_weights jsonb DEFAULT NULL,
+    per_key_concurrency integer DEFAULT NULL
 ) RETURNS jobq._queue
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -4854,8 +5249,28 @@ BEGIN
     -- The short durations (backoff, lease, rate interval, timeout) must be
     -- fixed lengths: no months, days and time of one sign. result_retention:
     -- how long a completed job with a result stays readable (jobq.result),
-    -- at the least; retention when that is longer.
+    -- at the least; retention when that is longer. fair => true: claims
+    -- serve the queue's fair keys round-robin (fair_weights: more turns for
+    -- some keys, '{}' removes them; per_key_concurrency: at most that many
+    -- running jobs per key, 0 removes it); fair => false drops those too.
+    -- A fair queue has no serial groups (JQ012 while it has grouped jobs).
     PERFORM jobq._check_queue(configure_queue.queue, 'queue');
+    PERFORM jobq._check_fair_weights(configure_queue.fair_weights);
+    IF (configure_queue.fair_weights IS NOT NULL OR configure_queue.per_key_concurrency > 0)
+       AND NOT coalesce(configure_queue.fair, (jobq._settings(configure_queue.queue)).fair) THEN
+        RAISE EXCEPTION 'jobq: setting % applies to fair queues only, and queue % is not one',
+                CASE WHEN configure_queue.fair_weights IS NOT NULL THEN 'fair_weights' ELSE 'per_key_concurrency' END,
+                pg_catalog.quote_literal(configure_queue.queue)
+            USING ERRCODE = 'JQ012', HINT = 'Pass fair => true with it (or first).';
+    END IF;
+    IF configure_queue.fair AND EXISTS (SELECT FROM jobq._job AS g
+                                         WHERE g.queue = configure_queue.queue AND g.group_key IS NOT NULL) THEN
+        RAISE EXCEPTION 'jobq: setting fair cannot be turned on while queue % has jobs of serial groups',
+                pg_catalog.quote_literal(configure_queue.queue)
+            USING ERRCODE = 'JQ012',
+                  HINT = 'A fair queue has no serial groups: let the grouped jobs finish (or cancel them) first, '
+                         'or use another queue.';
+    END IF;
     FOR v_setting IN
         SELECT d.name, d.value
         FROM (VALUES ('backoff_base', configure_queue.backoff_base), ('backoff_cap', configure_queue.backoff_cap),
@@ -4869,13 +5284,16 @@ BEGIN
     END LOOP;
     INSERT INTO jobq._queue AS q (queue, max_attempts, backoff_base, backoff_cap, backoff_jitter,
                                   lease, retention, dead_retention, max_payload_bytes,
-                                  concurrency, rate_limit, rate_interval, timeout, result_retention)
+                                  concurrency, rate_limit, rate_interval, timeout, result_retention,
+                                  fair, fair_weights, per_key_concurrency)
     VALUES (configure_queue.queue, configure_queue.max_attempts, configure_queue.backoff_base,
             configure_queue.backoff_cap, configure_queue.backoff_jitter, configure_queue.lease,
             configure_queue.retention, configure_queue.dead_retention, configure_queue.max_payload_bytes,
             nullif(configure_queue.concurrency, 0), nullif(configure_queue.rate_limit, 0),
             configure_queue.rate_interval, nullif(configure_queue.timeout, interval '0'),
-            configure_queue.result_retention)
+            configure_queue.result_retention, nullif(configure_queue.fair, false),
+            CASE WHEN configure_queue.fair_weights <> '{}' THEN configure_queue.fair_weights END,
+            nullif(configure_queue.per_key_concurrency, 0))
     ON CONFLICT ON CONSTRAINT _queue_pkey DO UPDATE
     SET max_attempts = coalesce(excluded.max_attempts, q.max_attempts),
         backoff_base = coalesce(excluded.backoff_base, q.backoff_base),
@@ -4893,7 +5311,24 @@ BEGIN
         timeout = CASE WHEN configure_queue.timeout = interval '0' THEN NULL
                        ELSE coalesce(excluded.timeout, q.timeout) END,
         result_retention = coalesce(excluded.result_retention, q.result_retention),
+        fair = CASE WHEN configure_queue.fair IS NULL THEN q.fair ELSE excluded.fair END,
+        fair_weights = CASE WHEN NOT configure_queue.fair OR configure_queue.fair_weights = '{}' THEN NULL
+                            ELSE coalesce(excluded.fair_weights, q.fair_weights) END,
+        per_key_concurrency = CASE WHEN NOT configure_queue.fair OR configure_queue.per_key_concurrency = 0 THEN NULL
+                                   ELSE coalesce(excluded.per_key_concurrency, q.per_key_concurrency) END,
+        fair_cursor = CASE WHEN NOT configure_queue.fair THEN NULL ELSE q.fair_cursor END,
+        fair_turns = CASE WHEN NOT configure_queue.fair THEN NULL ELSE q.fair_turns END,
         updated_at = now();
+    IF configure_queue.fair THEN
+        -- A fair queue claims from jobq._job_fair_idx, which holds jobs with
+        -- a fair key: the live ones without get '' (the keyless jobs' turn);
+        -- and it counts its running jobs per key by the parked index: park
+        -- the leases granted before.
+        UPDATE jobq._job AS j SET fair_key = ''
+        WHERE j.queue = configure_queue.queue AND j.fair_key IS NULL;
+        UPDATE jobq._job AS j SET parked = true
+        WHERE j.queue = configure_queue.queue AND NOT j.parked AND j.status = 'running';
+    END IF;
     IF configure_queue.concurrency > 0 THEN
         -- A limited queue counts its running jobs by the parked index:
         -- park the leases granted before the limit.
@@ -4909,11 +5344,12 @@ EXCEPTION WHEN check_violation THEN
                      'backoff_jitter 0..1, lease 1 s..1 day, retention 0..3650 days, '
                      'dead_retention 1 s..3650 days, max_payload_bytes 1..104857600, '
                      'concurrency 1..10000 (0: no limit), rate_limit 1..1000000 (0: no limit), '
-                     'rate_interval 1 s..1 day, timeout 1 s..1 day (0: none), result_retention 0..3650 days.';
+                     'rate_interval 1 s..1 day, timeout 1 s..1 day (0: none), result_retention 0..3650 days, '
+                     'per_key_concurrency 1..10000 (0: no limit).';
 END
 $$;
-COMMENT ON FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval)
-    IS 'Sets per-queue settings (NULL leaves a setting unchanged, 0 removes a concurrency or rate limit or a timeout); returns the effective settings.';
+COMMENT ON FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
+    IS 'Sets per-queue settings (NULL leaves a setting unchanged, 0 removes a concurrency or rate limit or a timeout; fair => true serves fair keys round-robin); returns the effective settings.';
 
 CREATE FUNCTION jobq.reset_queue(queue text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -4930,7 +5366,9 @@ BEGIN
     UPDATE jobq._queue AS q
     SET max_attempts = NULL, backoff_base = NULL, backoff_cap = NULL, backoff_jitter = NULL, lease = NULL,
         retention = NULL, dead_retention = NULL, max_payload_bytes = NULL, concurrency = NULL,
-        rate_limit = NULL, rate_interval = NULL, timeout = NULL, result_retention = NULL, updated_at = now()
+        rate_limit = NULL, rate_interval = NULL, timeout = NULL, result_retention = NULL, fair = NULL,
+        fair_weights = NULL, per_key_concurrency = NULL, fair_cursor = NULL, fair_turns = NULL,
+        updated_at = now()
     WHERE q.queue = reset_queue.queue;
     RETURN FOUND;
 END
@@ -5625,13 +6063,41 @@ CREATE VIEW jobq.queues AS
            CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END AS rate_interval,
            coalesce(q.paused, d.paused) AS paused,
            q.timeout,
-           coalesce(q.result_retention, d.result_retention) AS result_retention
+           coalesce(q.result_retention, d.result_retention) AS result_retention,
+           coalesce(q.fair, false) AS fair,
+           q.fair_weights,
+           coalesce(q.per_key_concurrency, 0) AS per_key_concurrency
     FROM (SELECT c.queue FROM jobq._queue AS c
           UNION SELECT l.queue FROM jobq._live_queues AS l
           UNION SELECT d.queue FROM jobq._dead_queues AS d) AS n
     CROSS JOIN jobq._queue_defaults AS d
     LEFT JOIN jobq._queue AS q ON q.queue = n.queue;
-COMMENT ON VIEW jobq.queues IS 'Effective settings (overrides over defaults) of every known queue; 0 concurrency or rate_limit: no limit.';
+COMMENT ON VIEW jobq.queues IS 'Effective settings (overrides over defaults) of every known queue; 0 concurrency, rate_limit or per_key_concurrency: no limit.';
+
+CREATE VIEW jobq.fair_keys AS
+    -- The fair queues' keys at a glance: per queue, its 100 busiest fair
+    -- keys (running + ready, then key order) with their ready (due now),
+    -- scheduled and running jobs and the age of their oldest ready job;
+    -- fair_key NULL for the jobs enqueued without one, rank 1 the busiest.
+    -- Reads every live job of the fair queues (jobq._job_fair_idx and the
+    -- parked running ones): for dashboards and operators, not hot paths.
+    SELECT k.queue, nullif(k.fair_key, '') COLLATE "default" AS fair_key, k.ready, k.scheduled, k.running, k.oldest_ready_age, k.rank
+    FROM (SELECT j.queue, j.fair_key,
+                 count(*) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS ready,
+                 count(*) FILTER (WHERE j.status = 'ready' AND j.run_at > now()) AS scheduled,
+                 count(*) FILTER (WHERE j.status = 'running') AS running,
+                 now() - min(j.run_at) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS oldest_ready_age,
+                 row_number() OVER (PARTITION BY j.queue
+                                    ORDER BY count(*) FILTER (WHERE j.status = 'running' OR
+                                                              (j.status = 'ready' AND j.run_at <= now())) DESC,
+                                             j.fair_key) AS rank
+          FROM jobq._job AS j
+          JOIN jobq._queue AS q ON q.queue = j.queue AND q.fair
+          WHERE j.fair_key IS NOT NULL
+          GROUP BY j.queue, j.fair_key) AS k
+    WHERE k.rank <= 100;
+COMMENT ON VIEW jobq.fair_keys IS
+    'Per fair queue, its 100 busiest fair keys: ready, scheduled and running jobs, oldest ready age, rank (NULL key: jobs without one).';
 
 CREATE VIEW jobq.schedules AS
     -- Periodic jobs registered with jobq.every(): who runs them (pg_cron
@@ -5764,8 +6230,8 @@ GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin, jobq_viewe
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
 TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
@@ -5797,7 +6263,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.cancel_jobs(text, text, jsonb, jsonb),
     jobq.discard_dead(text, interval),
     jobq.prune(integer),
-    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval),
+    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer),
     jobq.reset_queue(text),
     jobq.pause(text),
     jobq.resume(text),
@@ -5852,6 +6318,8 @@ GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 -- (and so admins) see them.
 GRANT EXECUTE ON FUNCTION jobq.grant_queue(name, text, text), jobq.revoke_queue(name, text, text) TO jobq_admin;
 GRANT SELECT ON jobq.queue_grants TO jobq_viewer;
+-- Fair queues (since 0.12.0): their keys at a glance.
+GRANT SELECT ON jobq.fair_keys TO jobq_viewer;
 GRANT SELECT ON jobq._queue_grant, jobq._read_pattern TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).

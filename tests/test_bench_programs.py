@@ -33,6 +33,7 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 from pyqueue.bench import (
     cold_start,
     cold_systems,
+    fair,
     pooler,
     prune,
     python_side,
@@ -93,6 +94,20 @@ def test_the_queue_grants_benchmark_measures_every_workload_on_every_configurati
     summary = queue_grants.summary(result)
     assert "server CPU µs per job" in summary and f"(goal <= {queue_grants.GOAL})" in summary
     assert scalar(conn, "SELECT count(*) FROM pg_database WHERE datname LIKE 'jobq_bench_grants_%'") == 0
+
+
+def test_the_fair_queue_benchmark_measures_every_workload_on_every_configuration(
+    postgresql_proc: PostgreSQLExecutor
+) -> None:
+    sizes = fair.Sizes(calls=50, key_counts=(1, 10))
+    result = fair.measure(proc_dsn(postgresql_proc, "postgres"), sizes, rounds=1)
+    assert set(result["figures"]) == set(fair.WORKLOADS)
+    assert set(result["figures"][fair.CLAIM_100]) == {"0.8.0 plain", "0.11.0 plain", "plain", "fair, 1 keys",
+                                                      "fair, 10 keys"}
+    assert set(result["figures"][fair.ENQUEUE_1]) == {"0.8.0 plain", "0.11.0 plain", "plain"}
+    assert all(v[0] >= 0 for by in result["figures"].values() for v in by.values())
+    summary = fair.summary(result)
+    assert "fair, 10 keys" in summary and "worst speed ratio per goal" in summary
 
 
 def series(rates: list[float], *, dead: list[int] | None = None, p99: list[float] | None = None,

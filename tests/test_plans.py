@@ -37,6 +37,11 @@ EXACT_LIMIT = 10_000  # jobq._queue_counts counts up to this many index entries 
 FILL = ("SELECT count(*) FROM jobq.enqueue_many('q', "
         "ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, %s) AS g))")
 
+FAIR_BACKLOG, FAIR_KEYS = 20_000, 1_000  # ready jobs and their fair keys in the fair queue 'fq'
+FAIR_FILL = ("SELECT count(*) FROM jobq.enqueue_many('fq', "
+             "ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, %s) AS g), "
+             "fair_keys => ARRAY(SELECT 'tenant-' || (g %% %s) FROM generate_series(1, %s) AS g))")
+
 
 def prepare(conn: Conn, regime: str) -> None:
     """jobq._job with the regime's statistics, then the backlog."""
@@ -49,6 +54,9 @@ def prepare(conn: Conn, regime: str) -> None:
         conn.execute(FILL, (10,))
         conn.execute("ANALYZE jobq._job")
     conn.execute(FILL, (BACKLOG,))
+    # A fair queue: FAIR_BACKLOG jobs over FAIR_KEYS keys (issue 28).
+    conn.execute("SELECT jobq.configure_queue('fq', fair => true)")
+    conn.execute(FAIR_FILL, (FAIR_BACKLOG, FAIR_KEYS, FAIR_BACKLOG))
     # One keyed job and a parent for the enqueue checks, in other queues.
     conn.execute("SELECT jobq.enqueue('keyed', '{}', job_key => 'k1')")
     conn.execute("SELECT jobq.enqueue('parents', '{}')")
@@ -132,6 +140,16 @@ def test_the_crowd_probe_reads_the_head_of_the_claim_index(db: Conn) -> None:
     assert len(probe) == 1, describe(plans)
     scans = [str(n) for n in probe[0].scans_of("_job")]
     assert scans == ["Index Scan on _job_claim_idx (1 rows)"], describe(probe)
+
+
+def test_a_fair_claim_reads_the_fair_index_key_by_key(db: Conn) -> None:
+    # Issue 28: the keys by a skip scan, each key's jobs from the same index; never the backlog.
+    plans = plans_of(db, [("SELECT * FROM jobq.claim('fq', %s, 'plans')", (BATCH,))])
+    lock = locking_statements(plans)
+    assert lock, describe(plans)
+    scans = [n for p in lock for n in p.scans_of("_job")]
+    assert scans and all(n.kind == "Index Scan" and n.index == "_job_fair_idx" for n in scans), describe(lock)
+    assert_never_over_the_backlog(plans, most=BATCH)
 
 
 def test_complete_many_finds_its_jobs_by_primary_key(db: Conn) -> None:

@@ -167,7 +167,7 @@ def test_a_reader_finds_claim_in_claim_sql() -> None:
     assert files["jobq.claim(text,bigint,text,interval)"] == "claim.sql"
     assert (
         files["jobq.enqueue(text,jsonb,timestamptz,integer,integer,text,text,interval,interval,"
-              "bigint[],text,jsonb,text)"]
+              "bigint[],text,jsonb,text,text)"]
         == "enqueue.sql"
     )
     assert files["jobq.complete(bigint,uuid,jsonb)"] == "complete_fail.sql"

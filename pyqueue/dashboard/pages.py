@@ -91,8 +91,10 @@ async def queue(request: Request) -> Response:
         if stats is None:
             raise HTTPException(404, f"no queue named {name!r}: no job, setting or history mentions it")
         page = await reads.jobs_page(conn, name, where)
+        fair_keys = await reads.fair_keys(conn, name)
     return render(request, "queue.html", {
         "title": f"Queue {name}", "queue": name, "stats": stats, "jobs": page.rows, "where": where,
+        "fair_keys": fair_keys,
         "states": reads.JOB_STATES, "searched_to": page.searched_to, "search_window": reads.SEARCH_WINDOW,
         "next_params": where.query_params(before=page.next_before) if page.next_before else None,
     })

@@ -1,6 +1,7 @@
 """What the dashboard reads, and only from jobq's public views (jobq.stats,
 jobq.queues, jobq.jobs, jobq.job_errors, jobq.job_dependencies,
-jobq.schedules, jobq.workers, jobq.throughput), so a login holding only ``jobq_viewer`` can serve it.
+jobq.schedules, jobq.workers, jobq.throughput, jobq.fair_keys), so a login holding only ``jobq_viewer``
+can serve it.
 
 Each function takes an autocommit AsyncConnection and returns plain dicts
 (or None); the pages decide what to show.
@@ -49,6 +50,14 @@ ORDER BY tp.minute
 """
 
 QUEUE_STATS = "SELECT s.* FROM jobq.stats AS s WHERE s.queue = %(queue)s"
+
+# A fair queue's busiest keys (jobq 0.12's jobq.fair_keys: at most 100 per queue).
+FAIR_KEYS = """
+SELECT k.fair_key, k.ready, k.scheduled, k.running, k.oldest_ready_age
+FROM jobq.fair_keys AS k
+WHERE k.queue = %(queue)s
+ORDER BY k.rank
+"""
 
 QUEUE_HAS_JOBS = "SELECT EXISTS (SELECT FROM jobq.jobs AS j WHERE j.queue = %(queue)s) AS found"
 
@@ -194,6 +203,15 @@ async def queue_stats(conn: AsyncConnection, queue: str) -> Row | None:
                 "oldest_ready_age": None,
                 "paused": False, "completed_total": 0, "failed_total": 0, "dead_total": 0, "estimated": False}
     return None
+
+
+async def fair_keys(conn: AsyncConnection, queue: str) -> list[Row]:
+    """The busiest fair keys of a fair queue with their ready, scheduled and
+    running jobs ([] for a plain queue, and on a jobq older than 0.12)."""
+    try:
+        return await fetch_all(conn, FAIR_KEYS, {"queue": queue})
+    except psycopg.errors.UndefinedTable:
+        return []
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,13 @@ DECLARE
     v_park text[];
     v_starts timestamptz[];   -- jobq._pick's start times (NULL on the plain path: v_now)
     v_now timestamptz;
+    v_fair jobq._queue;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
     -- (priority, run_at, id), each under its queue's lease unless given;
-    -- paused queues, concurrency and rate limits and serial groups honoured.
+    -- paused queues, concurrency and rate limits and serial groups honoured;
+    -- fair queues round-robin across their fair keys.
     -- No sort and no bitmap scan (the SET clauses): whatever the table's
     -- statistics say (never analyzed, analyzed while empty), the candidates
     -- come from the claim index in its order, and reading stops after p_n.
@@ -54,14 +56,27 @@ BEGIN
               ORDER BY c.priority, c.run_at, c.id
               LIMIT p_n) AS c;
     ELSE
-        -- Limits, pause or serial groups: jobq._pick counts and locks. These
-        -- leases are parked at once: limited queues count their running jobs
-        -- by the parked index.
-        -- jobq._pick also gives each job's start time (read after its
-        -- queue's lock: rate limits count it).
-        SELECT array_agg(p.id), array_agg(p.lease), array_agg(true), array_agg(p.started_at)
-        INTO v_ids, v_leases, v_parked, v_starts
-        FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease) AS p;
+        IF cardinality(p_queues) = 1 THEN
+            v_fair := jobq._settings(p_queues[1]);
+        END IF;
+        IF v_fair.fair AND NOT v_fair.paused AND v_fair.concurrency IS NULL AND v_fair.rate_limit IS NULL THEN
+            -- One fair queue without queue limits: round-robin across its
+            -- fair keys (jobq._fair_pick), straight. Its leases are parked:
+            -- reap and the live counts find in-place leases only at the
+            -- head of the claim index, where a fair claim's are not.
+            v_ids := jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair);
+            v_leases := array_fill(coalesce(p_lease, v_fair.lease), ARRAY[cardinality(v_ids)]);
+            v_parked := array_fill(true, ARRAY[cardinality(v_ids)]);
+        ELSE
+            -- Limits, pause, serial groups or fair queues among others:
+            -- jobq._pick counts and locks. These leases are parked at once:
+            -- limited queues count their running jobs by the parked index.
+            -- jobq._pick also gives each job's start time (read after its
+            -- queue's lock: rate limits count it).
+            SELECT array_agg(p.id), array_agg(p.lease), array_agg(true), array_agg(p.started_at)
+            INTO v_ids, v_leases, v_parked, v_starts
+            FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease) AS p;
+        END IF;
     END IF;
     RETURN QUERY
     WITH leased AS (

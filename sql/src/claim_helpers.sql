@@ -109,7 +109,7 @@ BEGIN
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
     -- path (jobq._pick). The arguments are already validated.
     SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease) ORDER BY u.ord),
-           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL
+           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL AND NOT s.fair
                     AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
     INTO names, leases, v_plain
     FROM (SELECT q.name, min(q.ord) AS ord
@@ -331,13 +331,19 @@ DECLARE
     v_queue text;
     v_slots record;
     v_names text[] := '{}';
-    v_starts timestamptz[] := '{}';   -- per queue of v_names: when its jobs start (jobq._queue_slots)
+    v_counted text[] := '{}';   -- every queue of the claim, fair or not
+    v_starts timestamptz[] := '{}';   -- per queue of v_counted: when its jobs start (jobq._queue_slots)
     v_leases interval[] := '{}';
     v_allow integer[] := '{}';
     v_rated text[] := '{}';
     v_ids bigint[];
     v_jobs_queues text[];   -- per job of v_ids: its queue
     v_grouped boolean;
+    v_settings jobq._queue;
+    v_fair_ids bigint[] := '{}';
+    v_fair_leases interval[] := '{}';
+    v_fair_names text[] := '{}';
+    v_got bigint[];
 BEGIN
     -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
     -- p_queues, most urgent first, that may start now: the queue is not
@@ -351,10 +357,12 @@ BEGIN
     -- (jobq._lock_group_head), so that no two members ever run at once. The
     -- jobs this path leases are parked, so the count of a queue's
     -- running jobs is an index scan (waiting jobs are parked too, and
-    -- skipped). Returns each job's start time: its queue's, read after
-    -- that queue's lock, at which the starts of a rate-limited queue are
-    -- counted and recorded; the caller stamps it on the job (started_at),
-    -- so that the rate limit holds over the jobs' own start times. Plans pinned as
+    -- skipped). Fair queues are served by jobq._fair_pick (round-robin
+    -- across their fair keys), ahead of the claim's other queues. Returns
+    -- each job's start time: its queue's, read after that queue's lock, at
+    -- which the starts of a rate-limited queue are counted and recorded;
+    -- the caller stamps it on the job (started_at), so that the rate limit
+    -- holds over the jobs' own start times. Plans pinned as
     -- jobq._claim's (no sort, no bitmap scan of the backlog).
     PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
     FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
@@ -363,30 +371,55 @@ BEGIN
         IF v_slots.rated THEN
             v_rated := v_rated || v_queue;
         END IF;
-        v_names := v_names || v_queue;
+        v_counted := v_counted || v_queue;
         v_starts := v_starts || v_slots.counted_at;
+        v_settings := jobq._settings(v_queue);
+        IF v_settings.fair THEN
+            -- A fair queue: round-robin across its keys (jobq._fair_pick),
+            -- before the other queues of the claim, within its slots.
+            v_got := jobq._fair_pick(p_queue => v_queue,
+                                     p_n => least(v_slots.slots, p_n - cardinality(v_fair_ids)),
+                                     p_settings => v_settings);
+            v_fair_ids := v_fair_ids || v_got;
+            v_fair_leases := v_fair_leases || array_fill(coalesce(p_lease, v_slots.lease), ARRAY[cardinality(v_got)]);
+            v_fair_names := v_fair_names || array_fill(v_queue, ARRAY[cardinality(v_got)]);
+            CONTINUE;
+        END IF;
+        v_names := v_names || v_queue;
         v_leases := v_leases || coalesce(p_lease, v_slots.lease);
         v_allow := v_allow || v_slots.slots;
     END LOOP;
 
-    SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_jobs_queues, v_grouped
-    FROM jobq._pick_candidates(p_names => v_names, p_slots => v_allow, p_leases => v_leases, p_n => p_n) AS c;
+    IF cardinality(v_names) > 0 AND cardinality(v_fair_ids) < p_n THEN
+        SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_jobs_queues, v_grouped
+        FROM jobq._pick_candidates(p_names => v_names, p_slots => v_allow, p_leases => v_leases,
+                                   p_n => p_n - cardinality(v_fair_ids)) AS c;
+    ELSE
+        v_ids := NULL;
+        v_leases := NULL;
+        v_jobs_queues := NULL;
+        v_grouped := false;
+    END IF;
 
     IF v_grouped THEN
         SELECT g.ids, g.leases, g.queues INTO v_ids, v_leases, v_jobs_queues
         FROM jobq._group_heads_only(p_ids => v_ids, p_leases => v_leases, p_queues => v_jobs_queues) AS g;
     END IF;
 
+    v_ids := v_fair_ids || coalesce(v_ids, '{}');
+    v_leases := v_fair_leases || coalesce(v_leases, '{}');
+    v_jobs_queues := v_fair_names || coalesce(v_jobs_queues, '{}');
+
     IF cardinality(v_rated) > 0 THEN
         INSERT INTO jobq._rate_start (queue, started_at, n)
-        SELECT r.queue, v_starts[array_position(v_names, r.queue)], count(*)
+        SELECT r.queue, v_starts[array_position(v_counted, r.queue)], count(*)
         FROM unnest(v_jobs_queues) AS r(queue)
         WHERE r.queue = ANY (v_rated)
         GROUP BY r.queue;
     END IF;
 
     RETURN QUERY
-    SELECT u.id, u.lease, v_starts[array_position(v_names, u.queue)]
+    SELECT u.id, u.lease, v_starts[array_position(v_counted, u.queue)]
     FROM unnest(v_ids, v_leases, v_jobs_queues) AS u(id, lease, queue);
 END
 $$;

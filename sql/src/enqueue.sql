@@ -15,6 +15,7 @@ CREATE FUNCTION jobq.enqueue(
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
     meta jsonb DEFAULT NULL,
+    fair_key text DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -33,12 +34,13 @@ BEGIN
     -- when one is dead or cancelled, on_parent_failure 'cancel' cancels it
     -- (and its own dependents), 'run' runs it once all have finished.
     -- meta: a JSON object kept beside the payload (tags, trace context),
-    -- capped like it.
+    -- capped like it. fair_key: the key (tenant) a fair queue serves
+    -- round-robin.
     -- on_duplicate (with job_key): 'keep' returns the holder of the key as
     -- said; 'replace' gives a waiting, ready or scheduled holder the new
     -- payload, meta, run_at and priority (debounce), 'replace_payload' only the
     -- payload and meta (throttle); a running holder is left as it is and hands the
-    -- key to a new job (jobq._replace_job).
+    -- key to a new job (jobq._replace_job). A replaced job keeps its fair key.
     IF enqueue.job_key IS NULL AND enqueue.group_key IS NULL AND enqueue.timeout IS NULL
        AND enqueue.unique_for IS NULL AND enqueue.depends_on IS NULL
        AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
@@ -46,7 +48,8 @@ BEGIN
        AND jsonb_typeof(enqueue.payload) IS NOT DISTINCT FROM 'object'
        AND (enqueue.meta IS NULL OR jsonb_typeof(enqueue.meta) = 'object')
        AND jobq._enqueue_args_ok(enqueue.queue, enqueue.run_at, enqueue.priority, enqueue.max_attempts,
-                                 NULL, NULL) THEN
+                                 NULL, NULL)
+       AND (enqueue.fair_key IS NULL OR char_length(enqueue.fair_key) BETWEEN 1 AND 512) THEN
         -- The common case (no key, group, timeout or parents) in one
         -- statement: the queue's settings read in it, and no row when the
         -- payload (or meta) is over the queue's max_payload_bytes or some per-queue
@@ -54,9 +57,10 @@ BEGIN
         -- raises the error, or checks the privilege and inserts. No key:
         -- nothing to conflict with. (Each helper call saved is a function
         -- call with pinned settings; a single-job enqueue pays them all.)
-        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout, meta)
+        INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, timeout, meta, fair_key)
         SELECT enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
-               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout, enqueue.meta
+               coalesce(enqueue.max_attempts, q.max_attempts, d.max_attempts), q.timeout, enqueue.meta,
+               coalesce(enqueue.fair_key, CASE WHEN q.fair THEN '' END)
         FROM jobq._queue_defaults AS d
         LEFT JOIN jobq._queue AS q ON q.queue = enqueue.queue
         WHERE pg_column_size(enqueue.payload) <= coalesce(q.max_payload_bytes, d.max_payload_bytes)
@@ -79,6 +83,8 @@ BEGIN
                              AND pg_column_size(enqueue.meta) <= v_settings.max_payload_bytes, false))
             AND enqueue.timeout IS NULL AND enqueue.unique_for IS NULL
             AND enqueue.depends_on IS NULL AND enqueue.on_parent_failure IS NOT DISTINCT FROM 'cancel'
+            AND (enqueue.fair_key IS NULL OR char_length(enqueue.fair_key) BETWEEN 1 AND 512)
+            AND NOT (v_settings.fair AND enqueue.group_key IS NOT NULL)
             AND coalesce(enqueue.on_duplicate = 'keep'
                          OR (enqueue.on_duplicate IN ('replace', 'replace_payload') AND enqueue.job_key IS NOT NULL),
                          false)) THEN
@@ -92,6 +98,8 @@ BEGIN
         PERFORM jobq._check_interval(enqueue.timeout, 'timeout', interval '1 second', interval '1 day');
         PERFORM jobq._check_unique_for(enqueue.unique_for, enqueue.job_key IS NOT NULL, 'job_key');
         PERFORM jobq._check_dependencies(coalesce(enqueue.depends_on, '{}'), 'depends_on', enqueue.on_parent_failure);
+        PERFORM jobq._check_fair_key(enqueue.fair_key, 'fair_key');
+        PERFORM jobq._check_fair_grouping(v_settings.fair, enqueue.group_key);
         PERFORM jobq._check_on_duplicate(enqueue.on_duplicate, enqueue.job_key IS NOT NULL, 'job_key');
     END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue.queue], 'produce')
@@ -109,7 +117,7 @@ BEGIN
                                   coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                   enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout),
                                   enqueue.unique_for, coalesce(cardinality(enqueue.depends_on), 0) > 0,
-                                  enqueue.on_duplicate = 'replace_payload', enqueue.meta);
+                                  enqueue.on_duplicate = 'replace_payload', enqueue.meta, enqueue.fair_key);
         IF coalesce(cardinality(enqueue.depends_on), 0) > 0 THEN
             PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
         END IF;
@@ -119,20 +127,20 @@ BEGIN
         RETURN jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                                 coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                                 enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
-                                p_meta => enqueue.meta);
+                                false, enqueue.meta, enqueue.fair_key);
     END IF;
     PERFORM jobq._check_readable_jobs(enqueue.depends_on, 'depends_on');
     PERFORM jobq._check_parents_issued(enqueue.depends_on, 'depends_on');
     v_id := jobq._insert_job(enqueue.queue, enqueue.payload, enqueue.run_at, enqueue.priority,
                              coalesce(enqueue.max_attempts, v_settings.max_attempts), enqueue.job_key,
                              enqueue.group_key, coalesce(enqueue.timeout, v_settings.timeout), enqueue.unique_for,
-                             true, enqueue.meta);
+                             true, enqueue.meta, enqueue.fair_key);
     PERFORM jobq._attach(ARRAY[v_id], enqueue.depends_on, enqueue.on_parent_failure, false);
     RETURN v_id;
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text) IS
-    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs; meta is a JSON object kept beside the payload.';
+COMMENT ON FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text, text) IS
+    'Adds one job (inside the caller''s transaction) and returns its id; a job_key held by an active job (or, with unique_for, completed within it) returns that job''s id instead, on_duplicate replace/replace_payload updating it unless it runs; depends_on makes it wait for those jobs; meta is a JSON object kept beside the payload; fair_key the key a fair queue serves round-robin.';
 
 CREATE FUNCTION jobq.enqueue_many(
     queue text,
@@ -147,6 +155,7 @@ CREATE FUNCTION jobq.enqueue_many(
     depends_on bigint[] DEFAULT NULL,
     on_parent_failure text DEFAULT 'cancel',
     metas jsonb[] DEFAULT NULL,
+    fair_keys text[] DEFAULT NULL,
     on_duplicate text DEFAULT 'keep'
 ) RETURNS SETOF bigint
 LANGUAGE plpgsql SECURITY DEFINER
@@ -166,9 +175,9 @@ BEGIN
     -- unique_for, depends_on and on_parent_failure apply to every job, as in
     -- jobq.enqueue (unique_for to those with a key): with depends_on, every
     -- job waits for the same parents. metas: NULL, or one JSON object per
-    -- payload, each job's meta (as jobq.enqueue's). on_duplicate applies to
-    -- every job with a key, as in jobq.enqueue; a key repeated in one call:
-    -- the last wins.
+    -- payload, each job's meta (as jobq.enqueue's). fair_keys: one fair key
+    -- (or NULL) per payload. on_duplicate applies to every job with a key,
+    -- as in jobq.enqueue; a key repeated in one call: the last wins.
     IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
                                   enqueue_many.max_attempts, NULL, enqueue_many.group_key)
             AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
@@ -185,6 +194,12 @@ BEGIN
         PERFORM jobq._check_on_duplicate(enqueue_many.on_duplicate, enqueue_many.job_keys IS NOT NULL, 'job_keys');
     END IF;
     v_settings := jobq._settings(enqueue_many.queue);
+    IF enqueue_many.fair_keys IS NOT NULL THEN
+        PERFORM jobq._check_fair_keys(p_fair_keys => enqueue_many.fair_keys, p_n => v_n);
+    END IF;
+    IF v_settings.fair AND enqueue_many.group_key IS NOT NULL THEN
+        PERFORM jobq._check_fair_grouping(v_settings.fair, enqueue_many.group_key);
+    END IF;
     PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
         WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
                       WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
@@ -212,10 +227,12 @@ BEGIN
         -- sorting the returned ids gives payload order.
         RETURN QUERY
         WITH ins AS (
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, meta)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, meta, fair_key)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout), p.meta
+                   coalesce(enqueue_many.timeout, v_settings.timeout), p.meta,
+                   coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
+                            CASE WHEN v_settings.fair THEN '' END)
             FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
@@ -228,10 +245,12 @@ BEGIN
         -- No keys, with parents: one INSERT of waiting jobs, then their links.
         WITH ins AS (
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
-                                   status, parked, has_parents, meta)
+                                   status, parked, has_parents, meta, fair_key)
             SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
-                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta,
+                   coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
+                            CASE WHEN v_settings.fair THEN '' END)
             FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
@@ -244,7 +263,8 @@ BEGIN
 
     PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
     FOR v_item IN
-        SELECT x.payload, x.job_key, x.meta
+        SELECT x.payload, x.job_key, x.meta,
+               enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + x.ord - 1] AS fair_key
         FROM unnest(enqueue_many.payloads, enqueue_many.job_keys, enqueue_many.metas)
              WITH ORDINALITY AS x(payload, job_key, meta, ord)
         ORDER BY x.ord
@@ -255,7 +275,7 @@ BEGIN
                                                coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
                                                v_item.job_key, enqueue_many.group_key,
                                                coalesce(enqueue_many.timeout, v_settings.timeout),
-                                               enqueue_many.unique_for, v_waiting, v_item.meta);
+                                               enqueue_many.unique_for, v_waiting, v_item.meta, v_item.fair_key);
         ELSE
             v_ids := v_ids || jobq._replace_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
                                                 enqueue_many.priority,
@@ -263,7 +283,8 @@ BEGIN
                                                 v_item.job_key, enqueue_many.group_key,
                                                 coalesce(enqueue_many.timeout, v_settings.timeout),
                                                 enqueue_many.unique_for, v_waiting,
-                                                enqueue_many.on_duplicate = 'replace_payload', v_item.meta);
+                                                enqueue_many.on_duplicate = 'replace_payload', v_item.meta,
+                                                v_item.fair_key);
         END IF;
     END LOOP;
     IF v_waiting THEN
@@ -272,8 +293,8 @@ BEGIN
     RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
 END
 $$;
-COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text) IS
-    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs; metas gives each its meta.';
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs; metas gives each its meta, fair_keys its fair key.';
 
 CREATE FUNCTION jobq.enqueue_callback(
     queue text,

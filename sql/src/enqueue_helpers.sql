@@ -26,7 +26,8 @@ COMMENT ON FUNCTION jobq._enqueue_args_ok(text, timestamptz, integer, integer, t
 CREATE FUNCTION jobq._insert_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean DEFAULT false,
-    p_meta jsonb DEFAULT NULL
+    p_meta jsonb DEFAULT NULL,
+    p_fair_key text DEFAULT NULL
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -40,6 +41,8 @@ BEGIN
     -- p_unique_for. Loops when the holder finishes between the INSERT and
     -- the lookup. p_waiting: the job waits for parents (jobq._attach links
     -- it): status waiting, parked, and no wake-up yet. p_meta: its meta.
+    -- p_fair_key: the job's fair key; none in a fair queue is '' (the
+    -- keyless jobs' turn).
     IF p_unique_for IS NOT NULL THEN
         SELECT j.id INTO v_id FROM jobq._job AS j WHERE j.queue = p_queue AND j.job_key = p_job_key;
         IF v_id IS NOT NULL THEN
@@ -54,15 +57,17 @@ BEGIN
     FOR i IN 1..10 LOOP
         IF p_waiting THEN
             INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                   status, parked, has_parents, meta)
+                                   status, parked, has_parents, meta, fair_key)
             VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                    'waiting', true, true, p_meta)
+                    'waiting', true, true, p_meta,
+                    coalesce(p_fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = p_queue AND q.fair)))
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         ELSE
-            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout, meta)
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
+                                   meta, fair_key)
             VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                    p_meta)
+                    p_meta, coalesce(p_fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = p_queue AND q.fair)))
             ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO NOTHING
             RETURNING id INTO v_id;
         END IF;
@@ -81,13 +86,13 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb) IS
+COMMENT ON FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb, text) IS
     'Inserts one validated job (ready, and NOTIFYs; or waiting for parents), or returns the id of the active (or, with unique_for, recently completed) job holding its job_key.';
 
 CREATE FUNCTION jobq._replace_job(
     p_queue text, p_payload jsonb, p_run_at timestamptz, p_priority integer, p_max_attempts integer,
     p_job_key text, p_group_key text, p_timeout interval, p_unique_for interval, p_waiting boolean,
-    p_payload_only boolean, p_meta jsonb
+    p_payload_only boolean, p_meta jsonb, p_fair_key text
 ) RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -99,7 +104,8 @@ BEGIN
     -- Enqueue with on_duplicate 'replace' (p_payload_only false) or
     -- 'replace_payload' (true) and a validated job_key: the waiting, ready
     -- or scheduled job holding the key takes the new payload and meta (p_meta,
-    -- which goes with the payload: the trace context of the last enqueue)
+    -- which goes with the payload: the trace context of the last enqueue;
+    -- it keeps its fair key, p_fair_key being a new job's)
     -- (and, with 'replace', run_at and priority; its id, attempts, max_attempts,
     -- group_key, timeout and parents stay); else a new job is inserted as
     -- jobq._insert_job does. A running holder is never changed but for one
@@ -119,9 +125,10 @@ BEGIN
     END IF;
     FOR i IN 1..10 LOOP
         INSERT INTO jobq._job AS j (queue, payload, run_at, priority, max_attempts, job_key, group_key, timeout,
-                                    status, parked, has_parents, meta)
+                                    status, parked, has_parents, meta, fair_key)
         VALUES (p_queue, p_payload, p_run_at, p_priority, p_max_attempts, p_job_key, p_group_key, p_timeout,
-                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting, p_meta)
+                CASE WHEN p_waiting THEN 'waiting' ELSE 'ready' END, p_waiting, p_waiting, p_meta,
+                coalesce(p_fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = p_queue AND q.fair)))
         ON CONFLICT (queue, job_key) WHERE job_key IS NOT NULL DO UPDATE
             SET payload = excluded.payload,
                 meta = excluded.meta,
@@ -143,7 +150,7 @@ BEGIN
         USING ERRCODE = '40001', HINT = 'Retry the transaction.';
 END
 $$;
-COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb) IS
+COMMENT ON FUNCTION jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb, text) IS
     'Enqueue with on_duplicate replace/replace_payload: updates the waiting, ready or scheduled job holding the key, else inserts (a running holder hands the key over).';
 
 CREATE FUNCTION jobq._check_enqueue_many_args(

@@ -110,7 +110,7 @@ BEGIN
         INSERT INTO jobq._job_archive
             (id, queue, payload, status, priority, run_at, attempts, max_attempts,
              job_key, worker, last_error, created_at, started_at, finished_at, prune_after, group_key, timeout,
-             result, cancelled_by, meta)
+             result, cancelled_by, meta, fair_key)
         SELECT g.id, g.queue, g.payload, p_status, g.priority, g.run_at, g.attempts + p_held::integer,
                g.max_attempts, g.job_key, CASE WHEN p_held THEN session_user ELSE g.worker END,
                coalesce(p_error, g.last_error), g.created_at,
@@ -118,7 +118,7 @@ BEGIN
                v_now, v_now + CASE WHEN p_status <> 'completed' THEN s.dead_retention
                                    WHEN g.result IS NOT NULL THEN greatest(s.retention, s.result_retention)
                                    ELSE s.retention END,
-               g.group_key, g.timeout, g.result, p_cause, g.meta
+               g.group_key, g.timeout, g.result, p_cause, g.meta, g.fair_key
         FROM gone AS g
         JOIN settings AS s ON s.queue = g.queue
         WHERE p_status <> 'completed' OR s.retention > interval '0' OR g.result IS NOT NULL

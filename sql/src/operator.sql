@@ -40,12 +40,13 @@ BEGIN
     BEGIN
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked, meta)
+                               status, parked, meta, fair_key)
         VALUES (v_job.id, v_job.queue, v_job.payload, v_job.priority, now(), 0, v_job.max_attempts,
                 v_job.job_key, v_job.last_error, v_job.created_at, v_job.group_key, v_job.timeout,
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = v_job.id),
                 EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.child_id = v_job.id),
-                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits, v_job.meta);
+                CASE WHEN v_waits THEN 'waiting' ELSE 'ready' END, v_waits, v_job.meta,
+                coalesce(v_job.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = v_job.queue AND q.fair)));
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'jobq: job % cannot be retried: job_key % is held by an active job',
                 v_job.id, pg_catalog.quote_literal(v_job.job_key)
@@ -99,12 +100,13 @@ BEGIN
     ), moved AS (
         INSERT INTO jobq._job (id, queue, payload, priority, run_at, attempts, max_attempts,
                                job_key, last_error, created_at, group_key, timeout, has_children, has_parents,
-                               status, parked, meta)
+                               status, parked, meta, fair_key)
         SELECT d.id, d.queue, d.payload, d.priority, now(), 0, d.max_attempts,
                d.job_key, d.last_error, d.created_at, d.group_key, d.timeout,
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.parent_id = d.id),
                EXISTS (SELECT FROM jobq._job_dep AS e WHERE e.child_id = d.id),
-               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL, d.meta
+               CASE WHEN w.job_id IS NULL THEN 'ready' ELSE 'waiting' END, w.job_id IS NOT NULL, d.meta,
+               coalesce(d.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = d.queue AND q.fair))
         FROM dead AS d
         LEFT JOIN jobq._job_wait AS w ON w.job_id = d.id
         ORDER BY d.id

@@ -11,8 +11,8 @@ GRANT USAGE ON SCHEMA jobq TO jobq_producer, jobq_worker, jobq_admin, jobq_viewe
 
 GRANT EXECUTE ON FUNCTION
     jobq.version(),
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
 TO jobq_producer;
 
 GRANT EXECUTE ON FUNCTION
@@ -44,7 +44,7 @@ GRANT EXECUTE ON FUNCTION
     jobq.cancel_jobs(text, text, jsonb, jsonb),
     jobq.discard_dead(text, interval),
     jobq.prune(integer),
-    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval),
+    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer),
     jobq.reset_queue(text),
     jobq.pause(text),
     jobq.resume(text),
@@ -99,6 +99,8 @@ GRANT SELECT ON jobq._live_queues, jobq._dead_queues TO jobq_admin;
 -- (and so admins) see them.
 GRANT EXECUTE ON FUNCTION jobq.grant_queue(name, text, text), jobq.revoke_queue(name, text, text) TO jobq_admin;
 GRANT SELECT ON jobq.queue_grants TO jobq_viewer;
+-- Fair queues (since 0.12.0): their keys at a glance.
+GRANT SELECT ON jobq.fair_keys TO jobq_viewer;
 GRANT SELECT ON jobq._queue_grant, jobq._read_pattern TO jobq_admin;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).

@@ -12,7 +12,10 @@ CREATE FUNCTION jobq.configure_queue(
     rate_limit integer DEFAULT NULL,
     rate_interval interval DEFAULT NULL,
     timeout interval DEFAULT NULL,
-    result_retention interval DEFAULT NULL
+    result_retention interval DEFAULT NULL,
+    fair boolean DEFAULT NULL,
+    fair_weights jsonb DEFAULT NULL,
+    per_key_concurrency integer DEFAULT NULL
 ) RETURNS jobq._queue
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -30,8 +33,28 @@ BEGIN
     -- The short durations (backoff, lease, rate interval, timeout) must be
     -- fixed lengths: no months, days and time of one sign. result_retention:
     -- how long a completed job with a result stays readable (jobq.result),
-    -- at the least; retention when that is longer.
+    -- at the least; retention when that is longer. fair => true: claims
+    -- serve the queue's fair keys round-robin (fair_weights: more turns for
+    -- some keys, '{}' removes them; per_key_concurrency: at most that many
+    -- running jobs per key, 0 removes it); fair => false drops those too.
+    -- A fair queue has no serial groups (JQ012 while it has grouped jobs).
     PERFORM jobq._check_queue(configure_queue.queue, 'queue');
+    PERFORM jobq._check_fair_weights(configure_queue.fair_weights);
+    IF (configure_queue.fair_weights IS NOT NULL OR configure_queue.per_key_concurrency > 0)
+       AND NOT coalesce(configure_queue.fair, (jobq._settings(configure_queue.queue)).fair) THEN
+        RAISE EXCEPTION 'jobq: setting % applies to fair queues only, and queue % is not one',
+                CASE WHEN configure_queue.fair_weights IS NOT NULL THEN 'fair_weights' ELSE 'per_key_concurrency' END,
+                pg_catalog.quote_literal(configure_queue.queue)
+            USING ERRCODE = 'JQ012', HINT = 'Pass fair => true with it (or first).';
+    END IF;
+    IF configure_queue.fair AND EXISTS (SELECT FROM jobq._job AS g
+                                         WHERE g.queue = configure_queue.queue AND g.group_key IS NOT NULL) THEN
+        RAISE EXCEPTION 'jobq: setting fair cannot be turned on while queue % has jobs of serial groups',
+                pg_catalog.quote_literal(configure_queue.queue)
+            USING ERRCODE = 'JQ012',
+                  HINT = 'A fair queue has no serial groups: let the grouped jobs finish (or cancel them) first, '
+                         'or use another queue.';
+    END IF;
     FOR v_setting IN
         SELECT d.name, d.value
         FROM (VALUES ('backoff_base', configure_queue.backoff_base), ('backoff_cap', configure_queue.backoff_cap),
@@ -45,13 +68,16 @@ BEGIN
     END LOOP;
     INSERT INTO jobq._queue AS q (queue, max_attempts, backoff_base, backoff_cap, backoff_jitter,
                                   lease, retention, dead_retention, max_payload_bytes,
-                                  concurrency, rate_limit, rate_interval, timeout, result_retention)
+                                  concurrency, rate_limit, rate_interval, timeout, result_retention,
+                                  fair, fair_weights, per_key_concurrency)
     VALUES (configure_queue.queue, configure_queue.max_attempts, configure_queue.backoff_base,
             configure_queue.backoff_cap, configure_queue.backoff_jitter, configure_queue.lease,
             configure_queue.retention, configure_queue.dead_retention, configure_queue.max_payload_bytes,
             nullif(configure_queue.concurrency, 0), nullif(configure_queue.rate_limit, 0),
             configure_queue.rate_interval, nullif(configure_queue.timeout, interval '0'),
-            configure_queue.result_retention)
+            configure_queue.result_retention, nullif(configure_queue.fair, false),
+            CASE WHEN configure_queue.fair_weights <> '{}' THEN configure_queue.fair_weights END,
+            nullif(configure_queue.per_key_concurrency, 0))
     ON CONFLICT ON CONSTRAINT _queue_pkey DO UPDATE
     SET max_attempts = coalesce(excluded.max_attempts, q.max_attempts),
         backoff_base = coalesce(excluded.backoff_base, q.backoff_base),
@@ -69,7 +95,24 @@ BEGIN
         timeout = CASE WHEN configure_queue.timeout = interval '0' THEN NULL
                        ELSE coalesce(excluded.timeout, q.timeout) END,
         result_retention = coalesce(excluded.result_retention, q.result_retention),
+        fair = CASE WHEN configure_queue.fair IS NULL THEN q.fair ELSE excluded.fair END,
+        fair_weights = CASE WHEN NOT configure_queue.fair OR configure_queue.fair_weights = '{}' THEN NULL
+                            ELSE coalesce(excluded.fair_weights, q.fair_weights) END,
+        per_key_concurrency = CASE WHEN NOT configure_queue.fair OR configure_queue.per_key_concurrency = 0 THEN NULL
+                                   ELSE coalesce(excluded.per_key_concurrency, q.per_key_concurrency) END,
+        fair_cursor = CASE WHEN NOT configure_queue.fair THEN NULL ELSE q.fair_cursor END,
+        fair_turns = CASE WHEN NOT configure_queue.fair THEN NULL ELSE q.fair_turns END,
         updated_at = now();
+    IF configure_queue.fair THEN
+        -- A fair queue claims from jobq._job_fair_idx, which holds jobs with
+        -- a fair key: the live ones without get '' (the keyless jobs' turn);
+        -- and it counts its running jobs per key by the parked index: park
+        -- the leases granted before.
+        UPDATE jobq._job AS j SET fair_key = ''
+        WHERE j.queue = configure_queue.queue AND j.fair_key IS NULL;
+        UPDATE jobq._job AS j SET parked = true
+        WHERE j.queue = configure_queue.queue AND NOT j.parked AND j.status = 'running';
+    END IF;
     IF configure_queue.concurrency > 0 THEN
         -- A limited queue counts its running jobs by the parked index:
         -- park the leases granted before the limit.
@@ -85,11 +128,12 @@ EXCEPTION WHEN check_violation THEN
                      'backoff_jitter 0..1, lease 1 s..1 day, retention 0..3650 days, '
                      'dead_retention 1 s..3650 days, max_payload_bytes 1..104857600, '
                      'concurrency 1..10000 (0: no limit), rate_limit 1..1000000 (0: no limit), '
-                     'rate_interval 1 s..1 day, timeout 1 s..1 day (0: none), result_retention 0..3650 days.';
+                     'rate_interval 1 s..1 day, timeout 1 s..1 day (0: none), result_retention 0..3650 days, '
+                     'per_key_concurrency 1..10000 (0: no limit).';
 END
 $$;
-COMMENT ON FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval)
-    IS 'Sets per-queue settings (NULL leaves a setting unchanged, 0 removes a concurrency or rate limit or a timeout); returns the effective settings.';
+COMMENT ON FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
+    IS 'Sets per-queue settings (NULL leaves a setting unchanged, 0 removes a concurrency or rate limit or a timeout; fair => true serves fair keys round-robin); returns the effective settings.';
 
 CREATE FUNCTION jobq.reset_queue(queue text) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER
@@ -106,7 +150,9 @@ BEGIN
     UPDATE jobq._queue AS q
     SET max_attempts = NULL, backoff_base = NULL, backoff_cap = NULL, backoff_jitter = NULL, lease = NULL,
         retention = NULL, dead_retention = NULL, max_payload_bytes = NULL, concurrency = NULL,
-        rate_limit = NULL, rate_interval = NULL, timeout = NULL, result_retention = NULL, updated_at = now()
+        rate_limit = NULL, rate_interval = NULL, timeout = NULL, result_retention = NULL, fair = NULL,
+        fair_weights = NULL, per_key_concurrency = NULL, fair_cursor = NULL, fair_turns = NULL,
+        updated_at = now()
     WHERE q.queue = reset_queue.queue;
     RETURN FOUND;
 END

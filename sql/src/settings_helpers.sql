@@ -47,7 +47,12 @@ BEGIN
            CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END,
            coalesce(q.paused, d.paused),
            q.timeout,                                 -- NULL: handlers run as long as they take
-           coalesce(q.result_retention, d.result_retention)
+           coalesce(q.result_retention, d.result_retention),
+           coalesce(q.fair, false),                   -- fair: claimed round-robin across fair keys
+           q.fair_weights,                            -- NULL: every key weight 1
+           q.per_key_concurrency,                     -- NULL: no limit per key
+           q.fair_cursor,
+           q.fair_turns
     INTO v_settings
     FROM jobq._queue_defaults AS d
     LEFT JOIN jobq._queue AS q ON q.queue = p_queue;

@@ -37,6 +37,10 @@ CREATE TABLE jobq._job (
     parked_expires_at timestamptz GENERATED ALWAYS AS (CASE WHEN parked THEN lease_expires_at END) STORED,
     progress          jsonb,
     meta              jsonb,
+    -- The fair key (enqueue's fair_key): a fair queue is claimed round-robin
+    -- across its keys. '' is no user's key: a job without one in a fair
+    -- queue (all such jobs share that one turn).
+    fair_key          text COLLATE "C",
     CONSTRAINT job_status_valid CHECK (status IN ('ready', 'running', 'waiting')),
     CONSTRAINT job_queue_length CHECK (char_length(queue) BETWEEN 1 AND 128),
     CONSTRAINT job_payload_object CHECK (jsonb_typeof(payload) = 'object'),
@@ -46,7 +50,8 @@ CREATE TABLE jobq._job (
     CONSTRAINT job_group_key_length CHECK (char_length(group_key) BETWEEN 1 AND 512),
     CONSTRAINT job_parked_when_running CHECK (NOT parked OR status IN ('running', 'waiting')),
     CONSTRAINT job_waiting_parked CHECK (status <> 'waiting' OR parked),
-    CONSTRAINT job_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day')
+    CONSTRAINT job_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day'),
+    CONSTRAINT job_fair_key_length CHECK (char_length(fair_key) <= 512)
 ) WITH (
     -- A queue table churns: every row is inserted, updated once or twice
     -- and deleted within seconds. Vacuum early and without throttling.
@@ -75,6 +80,8 @@ COMMENT ON COLUMN jobq._job.watched IS
     'Someone waits for this job (jobq.watch): finishing it sends NOTIFY jobq_finished with its id.';
 COMMENT ON COLUMN jobq._job.parked_expires_at IS
     'The lease expiry of a parked running job (generated from parked and lease_expires_at; NULL otherwise): what jobq.reap finds expired parked leases by.';
+COMMENT ON COLUMN jobq._job.fair_key IS
+    'The fair key (enqueue''s fair_key): a fair queue serves its keys round-robin; '''' for a job of a fair queue enqueued without one.';
 COMMENT ON COLUMN jobq._job.progress IS
     'The last progress its holder reported (jobq.progress: any small JSON value); kept while the job is live, so that a later attempt can resume from it.';
 COMMENT ON COLUMN jobq._job.meta IS
@@ -85,6 +92,12 @@ COMMENT ON COLUMN jobq._job.meta IS
 -- HOT) and are skipped by their status; parked ones leave it.
 CREATE INDEX _job_claim_idx ON jobq._job (queue, priority, run_at, id)
     WHERE NOT parked;
+-- Fair queues: the due keys one after another (a skip scan over fair_key),
+-- and each key's most urgent jobs in claim order. Only jobs with a fair key
+-- (every job of a fair queue has one, '' when none was given), so a plain
+-- queue's enqueue writes no entry here.
+CREATE INDEX _job_fair_idx ON jobq._job (queue, fair_key, priority, run_at, id)
+    WHERE fair_key IS NOT NULL AND NOT parked;
 -- Unique jobs: one active job per (queue, job_key). Every row here is active.
 CREATE UNIQUE INDEX _job_key_idx ON jobq._job (queue, job_key)
     WHERE job_key IS NOT NULL;
@@ -138,6 +151,7 @@ CREATE TABLE jobq._job_archive (
     result        jsonb,
     cancelled_by  bigint,
     meta          jsonb,
+    fair_key      text COLLATE "C",
     CONSTRAINT job_archive_status_valid CHECK (status IN ('completed', 'dead', 'cancelled'))
 ) PARTITION BY RANGE (prune_after);
 COMMENT ON TABLE jobq._job_archive IS
@@ -145,6 +159,8 @@ COMMENT ON TABLE jobq._job_archive IS
 COMMENT ON COLUMN jobq._job_archive.prune_after IS
     'Not pruned before this time: jobq.prune() drops the row''s day partition once the whole day has passed; NULL keeps it until retried.';
 COMMENT ON COLUMN jobq._job_archive.result IS 'What the job''s complete() reported (any JSON value); NULL when none.';
+COMMENT ON COLUMN jobq._job_archive.fair_key IS
+    'The job''s fair key (enqueue''s fair_key), kept so that a retry puts it back in its key''s turn.';
 COMMENT ON COLUMN jobq._job_archive.cancelled_by IS
     'The ancestor whose death or cancellation cancelled this job (the root of the cascade); jobq.retry of it restores this job.';
 COMMENT ON COLUMN jobq._job_archive.meta IS 'The job''s meta (enqueue''s meta), kept with it.';
@@ -245,6 +261,13 @@ CREATE TABLE jobq._queue (
     paused             boolean,
     timeout            interval,
     result_retention   interval,
+    fair               boolean,
+    fair_weights       jsonb,
+    per_key_concurrency integer,
+    -- A fair queue's round-robin cursor: the key its last claim served last,
+    -- and how many of that key's turns of the round it has had.
+    fair_cursor        text,
+    fair_turns         integer,
     CONSTRAINT queue_name_valid CHECK (queue ~ '^[A-Za-z0-9_.:-]{1,128}$'),
     -- Named queue_<column>_range: configure_queue() names the setting from it.
     CONSTRAINT queue_max_attempts_range CHECK (max_attempts BETWEEN 1 AND 1000),
@@ -259,7 +282,8 @@ CREATE TABLE jobq._queue (
     CONSTRAINT queue_rate_limit_range CHECK (rate_limit BETWEEN 1 AND 1000000),
     CONSTRAINT queue_rate_interval_range CHECK (rate_interval BETWEEN interval '1 second' AND interval '1 day'),
     CONSTRAINT queue_timeout_range CHECK (timeout BETWEEN interval '1 second' AND interval '1 day'),
-    CONSTRAINT queue_result_retention_range CHECK (result_retention BETWEEN interval '0' AND interval '3650 days')
+    CONSTRAINT queue_result_retention_range CHECK (result_retention BETWEEN interval '0' AND interval '3650 days'),
+    CONSTRAINT queue_per_key_concurrency_range CHECK (per_key_concurrency BETWEEN 1 AND 10000)
 );
 COMMENT ON TABLE jobq._queue IS 'Per-queue setting overrides; NULL means the default. Private: use jobq.configure_queue().';
 

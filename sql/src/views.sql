@@ -100,13 +100,41 @@ CREATE VIEW jobq.queues AS
            CASE WHEN q.rate_limit IS NOT NULL THEN coalesce(q.rate_interval, d.rate_interval) END AS rate_interval,
            coalesce(q.paused, d.paused) AS paused,
            q.timeout,
-           coalesce(q.result_retention, d.result_retention) AS result_retention
+           coalesce(q.result_retention, d.result_retention) AS result_retention,
+           coalesce(q.fair, false) AS fair,
+           q.fair_weights,
+           coalesce(q.per_key_concurrency, 0) AS per_key_concurrency
     FROM (SELECT c.queue FROM jobq._queue AS c
           UNION SELECT l.queue FROM jobq._live_queues AS l
           UNION SELECT d.queue FROM jobq._dead_queues AS d) AS n
     CROSS JOIN jobq._queue_defaults AS d
     LEFT JOIN jobq._queue AS q ON q.queue = n.queue;
-COMMENT ON VIEW jobq.queues IS 'Effective settings (overrides over defaults) of every known queue; 0 concurrency or rate_limit: no limit.';
+COMMENT ON VIEW jobq.queues IS 'Effective settings (overrides over defaults) of every known queue; 0 concurrency, rate_limit or per_key_concurrency: no limit.';
+
+CREATE VIEW jobq.fair_keys AS
+    -- The fair queues' keys at a glance: per queue, its 100 busiest fair
+    -- keys (running + ready, then key order) with their ready (due now),
+    -- scheduled and running jobs and the age of their oldest ready job;
+    -- fair_key NULL for the jobs enqueued without one, rank 1 the busiest.
+    -- Reads every live job of the fair queues (jobq._job_fair_idx and the
+    -- parked running ones): for dashboards and operators, not hot paths.
+    SELECT k.queue, nullif(k.fair_key, '') COLLATE "default" AS fair_key, k.ready, k.scheduled, k.running, k.oldest_ready_age, k.rank
+    FROM (SELECT j.queue, j.fair_key,
+                 count(*) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS ready,
+                 count(*) FILTER (WHERE j.status = 'ready' AND j.run_at > now()) AS scheduled,
+                 count(*) FILTER (WHERE j.status = 'running') AS running,
+                 now() - min(j.run_at) FILTER (WHERE j.status = 'ready' AND j.run_at <= now()) AS oldest_ready_age,
+                 row_number() OVER (PARTITION BY j.queue
+                                    ORDER BY count(*) FILTER (WHERE j.status = 'running' OR
+                                                              (j.status = 'ready' AND j.run_at <= now())) DESC,
+                                             j.fair_key) AS rank
+          FROM jobq._job AS j
+          JOIN jobq._queue AS q ON q.queue = j.queue AND q.fair
+          WHERE j.fair_key IS NOT NULL
+          GROUP BY j.queue, j.fair_key) AS k
+    WHERE k.rank <= 100;
+COMMENT ON VIEW jobq.fair_keys IS
+    'Per fair queue, its 100 busiest fair keys: ready, scheduled and running jobs, oldest ready age, rank (NULL key: jobs without one).';
 
 CREATE VIEW jobq.schedules AS
     -- Periodic jobs registered with jobq.every(): who runs them (pg_cron

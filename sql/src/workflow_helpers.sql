@@ -413,10 +413,12 @@ BEGIN
     IF cardinality(v_set) > 0 THEN
         WITH moved AS (
             INSERT INTO jobq._job (id, queue, payload, status, parked, priority, run_at, attempts, max_attempts,
-                                   job_key, created_at, group_key, timeout, has_children, has_parents, meta)
+                                   job_key, created_at, group_key, timeout, has_children, has_parents, meta,
+                                   fair_key)
             SELECT a.id, a.queue, a.payload, 'waiting', true, a.priority, a.run_at, a.attempts, a.max_attempts,
                    a.job_key, a.created_at, a.group_key, a.timeout,
-                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true, a.meta
+                   EXISTS (SELECT FROM jobq._job_dep AS d WHERE d.parent_id = a.id), true, a.meta,
+                   coalesce(a.fair_key, (SELECT '' FROM jobq._queue AS q WHERE q.queue = a.queue AND q.fair))
             FROM jobq._job_archive AS a
             WHERE a.id = ANY (v_set)
             ORDER BY a.id

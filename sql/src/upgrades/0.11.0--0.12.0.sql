@@ -14,6 +14,17 @@
 --     (jobq.job gets the attribute meta; jobq._claim, jobq._lock_ready), jobq.jobs shows it (new last column meta),
 --     _finish_kept keeps it in the archive, retry, retry_dead and _restore_descendants bring it back;
 --     cancel_jobs(…, meta_contains jsonb) cancels only jobs whose meta contains it (@>)
+--   fair queues (issue 28): configure_queue(…, fair, fair_weights, per_key_concurrency) (new signature, with
+--     jobq._queue.fair, fair_weights, per_key_concurrency, fair_cursor, fair_turns); enqueue(…, fair_key) and
+--     enqueue_many(…, fair_keys) (new signatures, with jobq._job.fair_key and jobq._job_fair_idx);
+--     a fair queue is claimed round-robin across its keys (new jobq._fair_pick, called by jobq._claim for
+--     one fair queue and by jobq._pick for fair queues among others;
+--     jobq._plain_leases sends fair queues to it); _insert_job takes the fair key; _settings, reset_queue
+--     know the new settings; new checks _check_fair_key, _check_fair_keys, _check_fair_grouping,
+--     _check_fair_weights; jobq.queues shows fair, fair_weights, per_key_concurrency; new view jobq.fair_keys
+--     (a fair queue's 100 busiest keys: ready, scheduled, running, oldest ready age); the archive keeps a
+--     finished job's fair key (jobq._job_archive.fair_key, written by _finish_kept) and retry, retry_dead and
+--     _restore_descendants put it back ('' in a fair queue when it had none)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.12.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.11.0 is installed.
@@ -64,8 +75,26 @@ ALTER TYPE jobq.job ADD ATTRIBUTE meta jsonb;
 COMMENT ON TYPE jobq.job IS 'A claimed job. Pass lease_token to complete/fail/heartbeat/progress: it fences the lease. progress: the last one reported (by an earlier attempt, after a retry). meta: what the producer attached beside the payload (tags, trace context), or NULL.';
 -- @function jobq._check_meta(jsonb, text, integer)
 -- @function jobq._check_metas(jsonb[], integer, integer)
+
+-- fair queues (issue 28): the settings, the job's key and the index the fair claim reads.
+ALTER TABLE jobq._queue ADD COLUMN fair boolean;
+ALTER TABLE jobq._queue ADD COLUMN fair_weights jsonb;
+ALTER TABLE jobq._queue ADD COLUMN per_key_concurrency integer;
+ALTER TABLE jobq._queue ADD COLUMN fair_cursor text;
+ALTER TABLE jobq._queue ADD COLUMN fair_turns integer;
+ALTER TABLE jobq._queue ADD CONSTRAINT queue_per_key_concurrency_range CHECK (per_key_concurrency BETWEEN 1 AND 10000);
+ALTER TABLE jobq._job ADD COLUMN fair_key text COLLATE "C";
+ALTER TABLE jobq._job ADD CONSTRAINT job_fair_key_length CHECK (char_length(fair_key) <= 512);
+COMMENT ON COLUMN jobq._job.fair_key IS
+    'The fair key (enqueue''s fair_key): a fair queue serves its keys round-robin; '''' for a job of a fair queue enqueued without one.';
+CREATE INDEX _job_fair_idx ON jobq._job (queue, fair_key, priority, run_at, id)
+    WHERE fair_key IS NOT NULL AND NOT parked;
+ALTER TABLE jobq._job_archive ADD COLUMN fair_key text COLLATE "C";
+COMMENT ON COLUMN jobq._job_archive.fair_key IS
+    'The job''s fair key (enqueue''s fair_key), kept so that a retry puts it back in its key''s turn.';
+
 DROP FUNCTION jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean);
--- @function jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb)
+-- @function jobq._insert_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, jsonb, text)
 DROP FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer);
 -- @function jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb)
 -- @replace-function jobq._finish_kept(bigint[], uuid[], text, text, boolean, jsonb[], bigint)
@@ -76,24 +105,41 @@ DROP FUNCTION jobq.cancel_jobs(text, text, jsonb);
 -- @function jobq.cancel_jobs(text, text, jsonb, jsonb)
 -- @replace-view jobq.jobs
 
--- meta (issue 27) and on_duplicate (issue 28): new trailing parameters, so DROP and CREATE (and the GRANTs below).
+-- meta (issue 27), fair_key and on_duplicate (issue 28): new trailing parameters, so DROP and CREATE
+-- (and the GRANTs below).
 DROP FUNCTION jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text);
 DROP FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text);
 -- @function jobq._check_on_duplicate(text, boolean, text)
--- @function jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb)
--- @function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text)
--- @function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
+-- @function jobq._replace_job(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, boolean, boolean, jsonb, text)
+-- @replace-function jobq._settings(text)
+-- @function jobq._check_fair_key(text, text)
+-- @function jobq._check_fair_keys(text[], integer)
+-- @function jobq._check_fair_grouping(boolean, text)
+-- @function jobq._check_fair_weights(jsonb)
+-- @function jobq._fair_pick(text, integer, jobq._queue)
+-- @replace-function jobq._plain_leases(text[], interval)
+-- @function jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text, text)
+-- @function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
+DROP FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval);
+-- @function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
+-- @replace-function jobq.reset_queue(text)
+-- @replace-view jobq.queues
+-- @view jobq.fair_keys
 
 ---------------------------------------------------------------------------
 -- privileges
 ---------------------------------------------------------------------------
 
 GRANT EXECUTE ON FUNCTION
-    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text),
-    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text)
+    jobq.enqueue(text, jsonb, timestamptz, integer, integer, text, text, interval, interval, bigint[], text, jsonb, text, text),
+    jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
 TO jobq_producer;
 GRANT EXECUTE ON FUNCTION jobq.cancel_jobs(text, text, jsonb, jsonb) TO jobq_admin;
 GRANT EXECUTE ON FUNCTION jobq.enqueue_callback(text, jsonb, bigint[], timestamptz, integer, integer, jsonb) TO jobq_producer;
+GRANT EXECUTE ON FUNCTION
+    jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
+TO jobq_admin;
+GRANT SELECT ON jobq.fair_keys TO jobq_viewer;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
 
 -- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
