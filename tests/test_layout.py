@@ -279,8 +279,8 @@ def test_each_client_call_and_its_async_twin_are_functions_of_their_own(conn: Co
         "max_attempts: 'int | None' = None, key: 'str | None' = None, group_key: 'str | None' = None, "
         "timeout: 'timedelta | float | None' = None, unique_for: 'timedelta | float | None' = None, "
         "depends_on: 'Iterable[int] | None' = None, on_parent_failure: 'str' = 'cancel', "
-        "meta: 'Mapping[str, Any] | None' = None, fair_key: 'str | None' = None, on_duplicate: 'str' = 'keep') "
-        "-> 'int'")
+        "meta: 'Mapping[str, Any] | None' = None, fair_key: 'str | None' = None, "
+        "on_duplicate: 'str' = 'keep') -> 'int'")
     assert str(inspect.signature(pyqueue.aio.claim)).endswith("-> 'list[AsyncJob]'")
     by_name: Any = pyqueue.enqueue  # conn may be passed by name, as the signature says
     job_id = by_name(conn=conn, queue="layout", payload={})
