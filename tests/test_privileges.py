@@ -66,10 +66,10 @@ NOBODY = may()
 FUNCTIONS: dict[str, Call] = {
     "jobq.version()": Call("SELECT jobq.version()", EVERYONE),
     "jobq.enqueue(text,jsonb,timestamp with time zone,integer,integer,text,text,interval,interval,"
-    "bigint[],text,jsonb,text)":
+    "bigint[],text,jsonb,text,text)":
         Call("SELECT jobq.enqueue('priv', '{}', depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
     "jobq.enqueue_many(text,jsonb[],timestamp with time zone,integer,integer,text[],text,interval,interval,"
-    "bigint[],text,jsonb[],text)":
+    "bigint[],text,jsonb[],text[],text)":
         Call("SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[], "
              "depends_on => ARRAY[%(ready)s]::bigint[])", PRODUCE),
     "jobq.enqueue_callback(text,jsonb,bigint[],timestamp with time zone,integer,integer,jsonb)":
@@ -112,7 +112,7 @@ FUNCTIONS: dict[str, Call] = {
     "jobq.discard_dead(text,interval)": Call("SELECT jobq.discard_dead('priv', interval '1 day')", OPERATE),
     "jobq.prune(integer)": Call("SELECT jobq.prune()", WORK),
     "jobq.configure_queue(text,integer,interval,interval,double precision,interval,interval,interval,integer,"
-    "integer,integer,interval,interval,interval)":
+    "integer,integer,interval,interval,interval,boolean,jsonb,integer)":
         Call("SELECT * FROM jobq.configure_queue('priv', lease => '1 minute')", OPERATE),
     "jobq.reset_queue(text)": Call("SELECT jobq.reset_queue('priv')", OPERATE),
     "jobq.pause(text)": Call("SELECT jobq.pause('priv')", OPERATE),
@@ -156,7 +156,7 @@ PRIVATE_HELPERS: dict[str, Call] = {
 TABLES = ("_job", "_job_archive", "_queue", "_rate_start", "_periodic", "_migration", "_counter", "_key_done",
           "_taken", "_job_error", "_job_dep", "_job_wait", "_queue_grant", "_at_commit")
 VIEWS = ("stats", "jobs", "queues", "schedules", "workers", "throughput", "job_errors", "job_dependencies",
-         "archive_partitions", "queue_grants")
+         "archive_partitions", "queue_grants", "fair_keys")
 PRIVATE_VIEWS = ("_queue_defaults", "_live_queues", "_dead_queues", "_read_pattern")
 # The archive's partitions (since 0.7.0): read through jobq._job_archive only.
 # The default one comes with the install; day partitions (_job_archive_pYYYYMMDD)
