@@ -18,7 +18,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from selenium.common.exceptions import NoAlertPresentException, TimeoutException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as EC
@@ -78,7 +82,16 @@ def number(text: str) -> int:
 
 
 def cell(driver: WebDriver, queue: str, column: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, f'#queues tr[data-queue="{queue}"] .{column}').text)
+    """The text of a cell of the overview's queue table, read again when the
+    page's refresh (every few seconds) replaced the row between finding the
+    cell and reading it."""
+    selector = f'#queues tr[data-queue="{queue}"] .{column}'
+    for _ in range(10):
+        try:
+            return str(driver.find_element(By.CSS_SELECTOR, selector).text)
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"the {column} cell of {queue} was replaced ten times while being read")
 
 
 def no_alert(driver: WebDriver) -> None:
