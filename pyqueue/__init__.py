@@ -46,7 +46,7 @@ from pyqueue.errors import (
 from pyqueue.job import AsyncTxJob, Job, JobRecord, TakenJob, TxJob
 from pyqueue.worker import JobIterator, Worker, listen
 
-__version__ = "0.12.0"
+__version__ = "0.13.0"
 
 __all__ = [
     "ERRORS_BY_SQLSTATE",
