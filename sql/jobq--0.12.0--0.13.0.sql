@@ -1,5 +1,13 @@
 -- jobq 0.12.0 → 0.13.0. One line per change:
---   (none yet)
+--   fair queues (issue 28): a fair queue without per_key_concurrency leases in place, as the plain path
+--     does (a HOT update; they were parked): jobq._claim (its fair branch only); jobq._leased_in_place also
+--     walks each fair key's head in jobq._job_fair_idx, so reap and the live counts (stats, queues, workers,
+--     metrics, the dashboard) find those leases wherever their key sits in the claim index
+--   configure_queue: turning fair on locks jobq._job (EXCLUSIVE) while it gives the queue's keyless jobs '', so
+--     that a job enqueued by a transaction committing meanwhile is no longer left out of jobq._job_fair_idx;
+--     enqueue_many decides a job's fair key in its INSERT (was: from settings read before it); turning fair on
+--     or off, or setting per_key_concurrency, parks the leases granted in place before
+--   the live keyless jobs of fair queues (that race's leftovers) get '' here
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.13.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.12.0 is installed.
@@ -37,6 +45,662 @@ AS $$
     SELECT '0.13.0'::text
 $$;
 COMMENT ON FUNCTION jobq.version() IS 'Installed jobq version (semver text).';
+CREATE OR REPLACE FUNCTION jobq._leased_in_place(p_upto timestamptz)
+RETURNS TABLE (id bigint, queue text)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
+AS $$
+DECLARE
+    -- Jobs read per step; a queue's walk ends after this many unleased due
+    -- jobs, counted from the end of the last step that found a lease.
+    c_step CONSTANT integer := 1000;
+    -- A fair key's walk ends after this many unleased due jobs in a row.
+    c_key_step CONSTANT integer := 4;
+    v_queue text;
+    v_priority integer;
+    v_after_run_at timestamptz;
+    v_after_id bigint;
+    v_unleased integer;
+    v_step record;
+    v_fair text[];
+    v_found bigint[];
+BEGIN
+    -- The running jobs that are not parked (fast-path claims lease in
+    -- place), without reading the backlog behind them. Such a lease sits in
+    -- the claim index among the due jobs (run_at <= p_upto), where claims
+    -- take jobs in order: priority, run_at, id. So each queue is walked in
+    -- that order, one priority at a time, c_step jobs per step, and the walk
+    -- ends once c_step due jobs in a row (whole steps) were not leased: claims reach a job
+    -- only after every unleased job ahead of it, so a lease behind more than
+    -- c_step of them (a job enqueued with an older run_at while it ran,
+    -- released, or taken by a claim still in progress) is found once claims
+    -- have caught up with it. Costs one index probe per queue and priority
+    -- reached, and the leases plus at most c_step jobs per queue.
+    -- A fair queue's claim (jobq._fair_pick) leases in place too, from the
+    -- head of each fair key, wherever that key's jobs sit in the claim
+    -- index. So each fair queue is also walked key by key in
+    -- jobq._job_fair_idx (a skip scan: (priority, run_at, id) order within
+    -- a key, one priority at a time, its due jobs only), a key's walk ending
+    -- at c_key_step unleased due jobs in a row (claims of a key take its
+    -- jobs in that order, as claims of a queue do); the leases it finds that
+    -- the first walk did not are added. Costs one index probe per fair key
+    -- and priority reached, and the leases plus at most c_key_step jobs per
+    -- key.
+    v_fair := ARRAY(SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
+    FOR v_queue IN
+        WITH RECURSIVE names AS (
+            (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked ORDER BY j.queue LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked AND j.queue > n.queue
+                    ORDER BY j.queue LIMIT 1)
+            FROM names AS n
+            WHERE n.queue IS NOT NULL
+        )
+        SELECT n.queue FROM names AS n WHERE n.queue IS NOT NULL
+    LOOP
+        v_unleased := 0;
+        v_priority := -32769;
+        v_found := '{}';
+        LOOP
+            SELECT j.priority INTO v_priority
+            FROM jobq._job AS j
+            WHERE j.queue = v_queue AND NOT j.parked AND j.priority > v_priority
+            ORDER BY j.priority
+            LIMIT 1;
+            EXIT WHEN NOT FOUND;
+            v_after_run_at := '-infinity';
+            v_after_id := 0;
+            LOOP
+                SELECT count(*)::integer AS n,
+                       array_agg(h.id) FILTER (WHERE h.status = 'running') AS leased,
+                       max(h.run_at) AS last_run_at,
+                       (array_agg(h.id ORDER BY h.run_at DESC, h.id DESC))[1] AS last_id
+                INTO v_step
+                FROM (SELECT j.id, j.run_at, j.status
+                      FROM jobq._job AS j
+                      WHERE j.queue = v_queue AND j.priority = v_priority AND NOT j.parked
+                        AND j.run_at <= p_upto AND (j.run_at, j.id) > (v_after_run_at, v_after_id)
+                      ORDER BY j.run_at, j.id
+                      LIMIT c_step) AS h;
+                IF v_step.leased IS NOT NULL THEN
+                    RETURN QUERY SELECT u.id, v_queue FROM unnest(v_step.leased) AS u(id);
+                    v_found := v_found || v_step.leased;
+                    v_unleased := 0;
+                ELSE
+                    v_unleased := v_unleased + v_step.n;
+                END IF;
+                EXIT WHEN v_step.n < c_step OR v_unleased >= c_step;
+                v_after_run_at := v_step.last_run_at;
+                v_after_id := v_step.last_id;
+            END LOOP;
+            EXIT WHEN v_unleased >= c_step;
+        END LOOP;
+        CONTINUE WHEN v_queue <> ALL (v_fair);
+        -- A fair queue: each key's head. One index probe per step: the
+        -- next due job of the key and priority while the key's walk goes
+        -- on, else the key's next priority, else the next key.
+        RETURN QUERY
+        WITH RECURSIVE walk(id, fair_key, priority, run_at, leased, unleased) AS (
+            (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status = 'running',
+                    (j.status = 'ready' AND j.run_at <= p_upto)::integer
+             FROM jobq._job AS j
+             WHERE j.queue = v_queue AND j.fair_key IS NOT NULL AND NOT j.parked
+             ORDER BY j.fair_key, j.priority, j.run_at, j.id
+             LIMIT 1)
+            UNION ALL
+            SELECT x.id, x.fair_key, x.priority, x.run_at, x.status = 'running',
+                   CASE WHEN x.status = 'running' THEN 0
+                        ELSE CASE WHEN x.fair_key = w.fair_key THEN w.unleased ELSE 0 END
+                             + (x.status = 'ready' AND x.run_at <= p_upto)::integer END
+            FROM walk AS w,
+                 LATERAL ((SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
+                           FROM jobq._job AS j
+                           WHERE w.unleased < c_key_step AND w.run_at <= p_upto
+                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority = w.priority
+                             AND NOT j.parked AND (j.run_at, j.id) > (w.run_at, w.id) AND j.run_at <= p_upto
+                           ORDER BY j.run_at, j.id
+                           LIMIT 1)
+                          UNION ALL
+                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
+                           FROM jobq._job AS j
+                           WHERE w.unleased < c_key_step
+                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority > w.priority
+                             AND NOT j.parked
+                           ORDER BY j.priority, j.run_at, j.id
+                           LIMIT 1)
+                          UNION ALL
+                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
+                           FROM jobq._job AS j
+                           WHERE j.queue = v_queue AND j.fair_key > w.fair_key AND NOT j.parked
+                           ORDER BY j.fair_key, j.priority, j.run_at, j.id
+                           LIMIT 1)
+                          LIMIT 1) AS x
+        )
+        SELECT w.id, v_queue FROM walk AS w WHERE w.leased AND w.id <> ALL (v_found);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION jobq._leased_in_place(timestamptz) IS
+    'The running jobs not parked (leased in place by fast-path and fair claims), found by walking each queue''s due jobs in claim order, and each fair key''s, while leases turn up.';
+CREATE OR REPLACE FUNCTION jobq._claim(p_queues text[], p_n integer, p_worker text, p_lease interval)
+RETURNS SETOF jobq.job
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+    v_plain record;
+    v_ids bigint[];
+    v_leases interval[];
+    v_parked boolean[];
+    v_park text[];
+    v_starts timestamptz[];   -- jobq._pick's start times (NULL on the plain path: v_now)
+    v_now timestamptz;
+    v_fair jobq._queue;
+BEGIN
+    -- What both claim() overloads do once their arguments are checked:
+    -- lease up to p_n ready jobs across p_queues, most urgent first
+    -- (priority, run_at, id), each under its queue's lease unless given;
+    -- paused queues, concurrency and rate limits and serial groups honoured;
+    -- fair queues round-robin across their fair keys.
+    -- No sort and no bitmap scan (the SET clauses): whatever the table's
+    -- statistics say (never analyzed, analyzed while empty), the candidates
+    -- come from the claim index in its order, and reading stops after p_n.
+    -- First which jobs (locked), under which lease, parked or not; then the
+    -- one lease UPDATE.
+    v_now := clock_timestamp();
+    v_plain := jobq._plain_leases(p_queues, p_lease);
+    IF v_plain.names IS NOT NULL THEN
+        -- Plain queues: one statement picks (an index scan per queue). The
+        -- lease writes no indexed column: a HOT update on the row's own
+        -- page; the row stays in the claim index, and claims skip it by its
+        -- status. On a queue crowded with older leases
+        -- (jobq._crowded_queues) the lease parks the row instead, so that
+        -- leases do not pile up ahead of every later claim.
+        v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+        SELECT array_agg(c.id), array_agg(v_plain.leases[array_position(v_plain.names, c.queue)]),
+               array_agg(c.queue = ANY (v_park))
+        INTO v_ids, v_leases, v_parked
+        FROM (SELECT c.id, c.queue
+              FROM unnest(v_plain.names) AS q(name),
+                   LATERAL (SELECT p.id, p.queue, p.priority, p.run_at
+                            FROM jobq._job AS p
+                            WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                              AND p.run_at <= now() AND p.group_key IS NULL
+                            ORDER BY p.priority, p.run_at, p.id
+                            LIMIT p_n
+                            FOR UPDATE SKIP LOCKED) AS c
+              ORDER BY c.priority, c.run_at, c.id
+              LIMIT p_n) AS c;
+    ELSE
+        IF cardinality(p_queues) = 1 THEN
+            v_fair := jobq._settings(p_queues[1]);
+        END IF;
+        IF v_fair.fair AND NOT v_fair.paused AND v_fair.concurrency IS NULL AND v_fair.rate_limit IS NULL THEN
+            -- One fair queue without queue limits: round-robin across its
+            -- fair keys (jobq._fair_pick), straight. Its leases stay in
+            -- place (a HOT update, as on the plain path): jobq._leased_in_place
+            -- finds them at the head of their key in jobq._job_fair_idx,
+            -- wherever that is in the claim index. With per_key_concurrency
+            -- they are parked: the running jobs per key are counted by the
+            -- parked index.
+            v_ids := jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair);
+            v_leases := array_fill(coalesce(p_lease, v_fair.lease), ARRAY[cardinality(v_ids)]);
+            v_parked := array_fill(v_fair.per_key_concurrency IS NOT NULL, ARRAY[cardinality(v_ids)]);
+        ELSE
+            -- Limits, pause, serial groups or fair queues among others:
+            -- jobq._pick counts and locks. These leases are parked at once:
+            -- limited queues count their running jobs by the parked index.
+            -- jobq._pick also gives each job's start time (read after its
+            -- queue's lock: rate limits count it).
+            SELECT array_agg(p.id), array_agg(p.lease), array_agg(true), array_agg(p.started_at)
+            INTO v_ids, v_leases, v_parked, v_starts
+            FROM jobq._pick(p_queues => p_queues, p_n => p_n, p_lease => p_lease) AS p;
+        END IF;
+    END IF;
+    RETURN QUERY
+    WITH leased AS (
+        UPDATE jobq._job AS j
+        SET status = 'running',
+            parked = p.parked,
+            attempts = j.attempts + 1,
+            lease_token = gen_random_uuid(),
+            lease_expires_at = coalesce(p.started_at, v_now) + p.lease,
+            worker = p_worker,
+            started_at = coalesce(p.started_at, v_now)
+        FROM unnest(v_ids, v_leases, v_parked, v_starts) AS p(id, lease, parked, started_at)
+        WHERE j.id = p.id
+        RETURNING j.*
+    )
+    SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+           l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
+           l.timeout, l.progress, l.meta
+    FROM leased AS l
+    ORDER BY l.priority, l.run_at, l.id;
+END
+$$;
+COMMENT ON FUNCTION jobq._claim(text[], integer, text, interval) IS
+    'The claim itself (arguments already checked): fast path for plain queues, jobq._pick otherwise.';
+CREATE OR REPLACE FUNCTION jobq.configure_queue(
+    queue text,
+    max_attempts integer DEFAULT NULL,
+    backoff_base interval DEFAULT NULL,
+    backoff_cap interval DEFAULT NULL,
+    backoff_jitter double precision DEFAULT NULL,
+    lease interval DEFAULT NULL,
+    retention interval DEFAULT NULL,
+    dead_retention interval DEFAULT NULL,
+    max_payload_bytes integer DEFAULT NULL,
+    concurrency integer DEFAULT NULL,
+    rate_limit integer DEFAULT NULL,
+    rate_interval interval DEFAULT NULL,
+    timeout interval DEFAULT NULL,
+    result_retention interval DEFAULT NULL,
+    fair boolean DEFAULT NULL,
+    fair_weights jsonb DEFAULT NULL,
+    per_key_concurrency integer DEFAULT NULL
+) RETURNS jobq._queue
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_constraint text;
+    v_setting record;
+BEGIN
+    -- Set the given settings of a queue (NULL arguments leave a setting as
+    -- it is; concurrency => 0, rate_limit => 0 or timeout => interval '0'
+    -- removes that limit); returns the effective settings. New jobs and new
+    -- failures use them; max_attempts and timeout are fixed on a job when it
+    -- is enqueued. A new concurrency limit counts the jobs running now; a
+    -- claim already under way when it commits may still lease past it once.
+    -- The short durations (backoff, lease, rate interval, timeout) must be
+    -- fixed lengths: no months, days and time of one sign. result_retention:
+    -- how long a completed job with a result stays readable (jobq.result),
+    -- at the least; retention when that is longer. fair => true: claims
+    -- serve the queue's fair keys round-robin (fair_weights: more turns for
+    -- some keys, '{}' removes them; per_key_concurrency: at most that many
+    -- running jobs per key, 0 removes it); fair => false drops those too.
+    -- A fair queue has no serial groups (JQ012 while it has grouped jobs).
+    PERFORM jobq._check_queue(configure_queue.queue, 'queue');
+    PERFORM jobq._check_fair_weights(configure_queue.fair_weights);
+    IF (configure_queue.fair_weights IS NOT NULL OR configure_queue.per_key_concurrency > 0)
+       AND NOT coalesce(configure_queue.fair, (jobq._settings(configure_queue.queue)).fair) THEN
+        RAISE EXCEPTION 'jobq: setting % applies to fair queues only, and queue % is not one',
+                CASE WHEN configure_queue.fair_weights IS NOT NULL THEN 'fair_weights' ELSE 'per_key_concurrency' END,
+                pg_catalog.quote_literal(configure_queue.queue)
+            USING ERRCODE = 'JQ012', HINT = 'Pass fair => true with it (or first).';
+    END IF;
+    IF configure_queue.fair AND NOT coalesce((jobq._settings(configure_queue.queue)).fair, false) THEN
+        -- Turning fair on: no job may be written meanwhile. A fair queue's
+        -- claims read jobq._job_fair_idx, which holds jobs with a fair key,
+        -- and below the queue's keyless jobs get ''. An enqueue that read
+        -- the queue as not fair and commits after that UPDATE ran would
+        -- leave a keyless job no fair claim ever finds. So wait for every
+        -- transaction that wrote (or row-locked) jobs, and hold back the
+        -- next ones until this one commits: they then read the queue as
+        -- fair (each enqueue decides a job's key in its INSERT, whose
+        -- snapshot is taken after the table lock). Plain reads (views) go on.
+        LOCK TABLE jobq._job IN EXCLUSIVE MODE;
+    END IF;
+    IF configure_queue.fair AND EXISTS (SELECT FROM jobq._job AS g
+                                         WHERE g.queue = configure_queue.queue AND g.group_key IS NOT NULL) THEN
+        RAISE EXCEPTION 'jobq: setting fair cannot be turned on while queue % has jobs of serial groups',
+                pg_catalog.quote_literal(configure_queue.queue)
+            USING ERRCODE = 'JQ012',
+                  HINT = 'A fair queue has no serial groups: let the grouped jobs finish (or cancel them) first, '
+                         'or use another queue.';
+    END IF;
+    FOR v_setting IN
+        SELECT d.name, d.value
+        FROM (VALUES ('backoff_base', configure_queue.backoff_base), ('backoff_cap', configure_queue.backoff_cap),
+                     ('lease', configure_queue.lease), ('rate_interval', configure_queue.rate_interval),
+                     ('timeout', configure_queue.timeout)) AS d(name, value)
+        WHERE NOT jobq._fixed_length(d.value)
+    LOOP
+        RAISE EXCEPTION 'jobq: setting % must be a duration without months or years, its days and time of one sign, got %',
+                v_setting.name, v_setting.value
+            USING ERRCODE = 'JQ012', HINT = 'Write it in seconds, minutes, hours or days, e.g. interval ''30 seconds''.';
+    END LOOP;
+    INSERT INTO jobq._queue AS q (queue, max_attempts, backoff_base, backoff_cap, backoff_jitter,
+                                  lease, retention, dead_retention, max_payload_bytes,
+                                  concurrency, rate_limit, rate_interval, timeout, result_retention,
+                                  fair, fair_weights, per_key_concurrency)
+    VALUES (configure_queue.queue, configure_queue.max_attempts, configure_queue.backoff_base,
+            configure_queue.backoff_cap, configure_queue.backoff_jitter, configure_queue.lease,
+            configure_queue.retention, configure_queue.dead_retention, configure_queue.max_payload_bytes,
+            nullif(configure_queue.concurrency, 0), nullif(configure_queue.rate_limit, 0),
+            configure_queue.rate_interval, nullif(configure_queue.timeout, interval '0'),
+            configure_queue.result_retention, nullif(configure_queue.fair, false),
+            CASE WHEN configure_queue.fair_weights <> '{}' THEN configure_queue.fair_weights END,
+            nullif(configure_queue.per_key_concurrency, 0))
+    ON CONFLICT ON CONSTRAINT _queue_pkey DO UPDATE
+    SET max_attempts = coalesce(excluded.max_attempts, q.max_attempts),
+        backoff_base = coalesce(excluded.backoff_base, q.backoff_base),
+        backoff_cap = coalesce(excluded.backoff_cap, q.backoff_cap),
+        backoff_jitter = coalesce(excluded.backoff_jitter, q.backoff_jitter),
+        lease = coalesce(excluded.lease, q.lease),
+        retention = coalesce(excluded.retention, q.retention),
+        dead_retention = coalesce(excluded.dead_retention, q.dead_retention),
+        max_payload_bytes = coalesce(excluded.max_payload_bytes, q.max_payload_bytes),
+        concurrency = CASE WHEN configure_queue.concurrency = 0 THEN NULL
+                           ELSE coalesce(excluded.concurrency, q.concurrency) END,
+        rate_limit = CASE WHEN configure_queue.rate_limit = 0 THEN NULL
+                          ELSE coalesce(excluded.rate_limit, q.rate_limit) END,
+        rate_interval = coalesce(excluded.rate_interval, q.rate_interval),
+        timeout = CASE WHEN configure_queue.timeout = interval '0' THEN NULL
+                       ELSE coalesce(excluded.timeout, q.timeout) END,
+        result_retention = coalesce(excluded.result_retention, q.result_retention),
+        fair = CASE WHEN configure_queue.fair IS NULL THEN q.fair ELSE excluded.fair END,
+        fair_weights = CASE WHEN NOT configure_queue.fair OR configure_queue.fair_weights = '{}' THEN NULL
+                            ELSE coalesce(excluded.fair_weights, q.fair_weights) END,
+        per_key_concurrency = CASE WHEN NOT configure_queue.fair OR configure_queue.per_key_concurrency = 0 THEN NULL
+                                   ELSE coalesce(excluded.per_key_concurrency, q.per_key_concurrency) END,
+        fair_cursor = CASE WHEN NOT configure_queue.fair THEN NULL ELSE q.fair_cursor END,
+        fair_turns = CASE WHEN NOT configure_queue.fair THEN NULL ELSE q.fair_turns END,
+        updated_at = now();
+    IF configure_queue.fair THEN
+        -- A fair queue claims from jobq._job_fair_idx, which holds jobs with
+        -- a fair key: the live ones without get '' (the keyless jobs' turn).
+        UPDATE jobq._job AS j SET fair_key = ''
+        WHERE j.queue = configure_queue.queue AND j.fair_key IS NULL;
+    END IF;
+    IF configure_queue.fair IS NOT NULL OR configure_queue.per_key_concurrency > 0
+       OR configure_queue.concurrency > 0 THEN
+        -- A limited queue counts its running jobs (per key with
+        -- per_key_concurrency) by the parked index: park the leases granted
+        -- before the limit. So does a queue that turns fair, or plain: the
+        -- leases granted in place before are found where the claims of its
+        -- old kind left them (the head of the claim index, or of a fair key).
+        UPDATE jobq._job AS j SET parked = true
+        WHERE j.queue = configure_queue.queue AND NOT j.parked AND j.status = 'running';
+    END IF;
+    RETURN jobq._settings(configure_queue.queue);
+EXCEPTION WHEN check_violation THEN
+    GET STACKED DIAGNOSTICS v_constraint := CONSTRAINT_NAME;
+    RAISE EXCEPTION 'jobq: setting % is out of range', regexp_replace(v_constraint, '^queue_|_range$', '', 'g')
+        USING ERRCODE = 'JQ012',
+              HINT = 'Ranges: max_attempts 1..1000, backoff_base 0..1 day, backoff_cap 0..30 days, '
+                     'backoff_jitter 0..1, lease 1 s..1 day, retention 0..3650 days, '
+                     'dead_retention 1 s..3650 days, max_payload_bytes 1..104857600, '
+                     'concurrency 1..10000 (0: no limit), rate_limit 1..1000000 (0: no limit), '
+                     'rate_interval 1 s..1 day, timeout 1 s..1 day (0: none), result_retention 0..3650 days, '
+                     'per_key_concurrency 1..10000 (0: no limit).';
+END
+$$;
+COMMENT ON FUNCTION jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
+    IS 'Sets per-queue settings (NULL leaves a setting unchanged, 0 removes a concurrency or rate limit or a timeout; fair => true serves fair keys round-robin); returns the effective settings.';
+CREATE OR REPLACE FUNCTION jobq.enqueue_many(
+    queue text,
+    payloads jsonb[],
+    run_at timestamptz DEFAULT pg_catalog.now(),
+    priority integer DEFAULT 0,
+    max_attempts integer DEFAULT NULL,
+    job_keys text[] DEFAULT NULL,
+    group_key text DEFAULT NULL,
+    timeout interval DEFAULT NULL,
+    unique_for interval DEFAULT NULL,
+    depends_on bigint[] DEFAULT NULL,
+    on_parent_failure text DEFAULT 'cancel',
+    metas jsonb[] DEFAULT NULL,
+    fair_keys text[] DEFAULT NULL,
+    on_duplicate text DEFAULT 'keep'
+) RETURNS SETOF bigint
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_settings jobq._queue;
+    v_bad record;
+    v_item record;
+    v_n integer := coalesce(cardinality(enqueue_many.payloads), -1);
+    v_ids bigint[] := '{}';
+    v_waiting boolean := coalesce(cardinality(enqueue_many.depends_on), 0) > 0;
+BEGIN
+    -- Add many jobs to one queue in one statement; returns one id per
+    -- payload, in payload order, and wakes the queue's workers once. With
+    -- group_key, they join that serial group in payload order. timeout,
+    -- unique_for, depends_on and on_parent_failure apply to every job, as in
+    -- jobq.enqueue (unique_for to those with a key): with depends_on, every
+    -- job waits for the same parents. metas: NULL, or one JSON object per
+    -- payload, each job's meta (as jobq.enqueue's). fair_keys: one fair key
+    -- (or NULL) per payload. on_duplicate applies to every job with a key,
+    -- as in jobq.enqueue; a key repeated in one call: the last wins.
+    IF NOT (jobq._enqueue_args_ok(enqueue_many.queue, enqueue_many.run_at, enqueue_many.priority,
+                                  enqueue_many.max_attempts, NULL, enqueue_many.group_key)
+            AND v_n BETWEEN 0 AND 100000 AND coalesce(array_ndims(enqueue_many.payloads), 1) = 1
+            AND enqueue_many.timeout IS NULL AND enqueue_many.unique_for IS NULL
+            AND enqueue_many.depends_on IS NULL AND enqueue_many.on_parent_failure IS NOT DISTINCT FROM 'cancel') THEN
+        PERFORM jobq._check_enqueue_many_args(
+            p_queue => enqueue_many.queue, p_payloads => enqueue_many.payloads, p_run_at => enqueue_many.run_at,
+            p_priority => enqueue_many.priority, p_max_attempts => enqueue_many.max_attempts,
+            p_job_keys => enqueue_many.job_keys, p_group_key => enqueue_many.group_key,
+            p_timeout => enqueue_many.timeout, p_unique_for => enqueue_many.unique_for,
+            p_depends_on => enqueue_many.depends_on, p_on_parent_failure => enqueue_many.on_parent_failure);
+    END IF;
+    IF enqueue_many.on_duplicate IS DISTINCT FROM 'keep' THEN
+        PERFORM jobq._check_on_duplicate(enqueue_many.on_duplicate, enqueue_many.job_keys IS NOT NULL, 'job_keys');
+    END IF;
+    v_settings := jobq._settings(enqueue_many.queue);
+    IF enqueue_many.fair_keys IS NOT NULL THEN
+        PERFORM jobq._check_fair_keys(p_fair_keys => enqueue_many.fair_keys, p_n => v_n);
+    END IF;
+    IF v_settings.fair AND enqueue_many.group_key IS NOT NULL THEN
+        PERFORM jobq._check_fair_grouping(v_settings.fair, enqueue_many.group_key);
+    END IF;
+    PERFORM jobq._check_queue_privilege(ARRAY[enqueue_many.queue], 'produce')
+        WHERE EXISTS (SELECT FROM jobq._queue_grant AS g
+                      WHERE g.privilege = 'produce' AND enqueue_many.queue LIKE g.queue_like);
+
+    SELECT p.payload, p.ord INTO v_bad
+    FROM unnest(enqueue_many.payloads) WITH ORDINALITY AS p(payload, ord)
+    WHERE p.payload IS NULL OR jsonb_typeof(p.payload) <> 'object'
+       OR pg_column_size(p.payload) > v_settings.max_payload_bytes
+    ORDER BY p.ord LIMIT 1;
+    IF FOUND THEN
+        PERFORM jobq._check_payload(v_bad.payload,  -- named by its own subscript
+                                    format('payloads[%s]', array_lower(enqueue_many.payloads, 1) + v_bad.ord - 1),
+                                    v_settings.max_payload_bytes);
+    END IF;
+    IF enqueue_many.metas IS NOT NULL THEN
+        PERFORM jobq._check_metas(enqueue_many.metas, v_n, v_settings.max_payload_bytes);
+    END IF;
+
+    IF v_waiting THEN
+        PERFORM jobq._check_readable_jobs(enqueue_many.depends_on, 'depends_on');
+        PERFORM jobq._check_parents_issued(enqueue_many.depends_on, 'depends_on');
+    END IF;
+    IF enqueue_many.job_keys IS NULL AND NOT v_waiting THEN
+        -- No keys: one INSERT. Identity values follow the ORDER BY, so
+        -- sorting the returned ids gives payload order.
+        RETURN QUERY
+        WITH ins AS (
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout, meta, fair_key)
+            SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
+                   coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
+                   coalesce(enqueue_many.timeout, v_settings.timeout), p.meta,
+                   coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
+                            (SELECT '' FROM jobq._queue AS q WHERE q.queue = enqueue_many.queue AND q.fair))
+            FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
+            ORDER BY p.ord
+            RETURNING id
+        )
+        SELECT ins.id FROM ins ORDER BY ins.id;
+        PERFORM pg_notify('jobq', enqueue_many.queue);
+        RETURN;
+    END IF;
+    IF enqueue_many.job_keys IS NULL THEN
+        -- No keys, with parents: one INSERT of waiting jobs, then their links.
+        WITH ins AS (
+            INSERT INTO jobq._job (queue, payload, run_at, priority, max_attempts, group_key, timeout,
+                                   status, parked, has_parents, meta, fair_key)
+            SELECT enqueue_many.queue, p.payload, enqueue_many.run_at, enqueue_many.priority,
+                   coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
+                   coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta,
+                   coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
+                            (SELECT '' FROM jobq._queue AS q WHERE q.queue = enqueue_many.queue AND q.fair))
+            FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
+            ORDER BY p.ord
+            RETURNING id
+        )
+        SELECT coalesce(array_agg(ins.id ORDER BY ins.id), '{}') INTO v_ids FROM ins;
+        PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
+        RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
+        RETURN;
+    END IF;
+
+    PERFORM jobq._check_job_keys(p_job_keys => enqueue_many.job_keys, p_n => v_n);
+    FOR v_item IN
+        SELECT x.payload, x.job_key, x.meta,
+               enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + x.ord - 1] AS fair_key
+        FROM unnest(enqueue_many.payloads, enqueue_many.job_keys, enqueue_many.metas)
+             WITH ORDINALITY AS x(payload, job_key, meta, ord)
+        ORDER BY x.ord
+    LOOP
+        IF enqueue_many.on_duplicate = 'keep' OR v_item.job_key IS NULL THEN
+            v_ids := v_ids || jobq._insert_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
+                                               enqueue_many.priority,
+                                               coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
+                                               v_item.job_key, enqueue_many.group_key,
+                                               coalesce(enqueue_many.timeout, v_settings.timeout),
+                                               enqueue_many.unique_for, v_waiting, v_item.meta, v_item.fair_key);
+        ELSE
+            v_ids := v_ids || jobq._replace_job(enqueue_many.queue, v_item.payload, enqueue_many.run_at,
+                                                enqueue_many.priority,
+                                                coalesce(enqueue_many.max_attempts, v_settings.max_attempts),
+                                                v_item.job_key, enqueue_many.group_key,
+                                                coalesce(enqueue_many.timeout, v_settings.timeout),
+                                                enqueue_many.unique_for, v_waiting,
+                                                enqueue_many.on_duplicate = 'replace_payload', v_item.meta,
+                                                v_item.fair_key);
+        END IF;
+    END LOOP;
+    IF v_waiting THEN
+        PERFORM jobq._attach(v_ids, enqueue_many.depends_on, enqueue_many.on_parent_failure, false);
+    END IF;
+    RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
+END
+$$;
+COMMENT ON FUNCTION jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text) IS
+    'Adds one job per payload in one call; returns their ids in payload order (existing ids for job_keys already held, updated with on_duplicate replace/replace_payload unless running); depends_on makes every one wait for those jobs; metas gives each its meta, fair_keys its fair key.';
+CREATE OR REPLACE FUNCTION jobq.reap(n integer DEFAULT 10000) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_leased bigint[];
+    v_retry bigint[];
+    v_dead bigint[];
+    v_queues text[];
+BEGIN
+    -- Return up to n jobs whose lease expired to the queue (ready now), or
+    -- dead-letter those whose attempts are used up; each counts as a failed
+    -- attempt. Concurrent reapers skip each other's rows, so they never
+    -- block or deadlock. The job's previous error is kept after the
+    -- lease-expiry note in last_error; the note alone joins its error
+    -- history. The ready and waiting jobs are never read, so a reap with
+    -- nothing to do costs the same with a backlog of a million: parked
+    -- leases are found by their expiry index, leases in place (no index
+    -- covers them: claims stay HOT) at the head of their queue's claim order
+    -- or, in a fair queue, of their fair key's (jobq._leased_in_place). Leases held for over 10 seconds are parked
+    -- (out of the claim index). Also folds the counters and forgets the
+    -- take bookkeeping of finished transactions, so they stay small where
+    -- pg_cron does not run prune().
+    PERFORM jobq._check_batch(reap.n, 'n', 1000000);
+    v_leased := ARRAY(SELECT l.id FROM jobq._leased_in_place(clock_timestamp()) AS l);
+    SELECT coalesce(array_agg(e.id) FILTER (WHERE e.attempts < e.max_attempts), '{}'),
+           coalesce(array_agg(e.id) FILTER (WHERE e.attempts >= e.max_attempts), '{}')
+    INTO v_retry, v_dead
+    FROM (
+        SELECT j.id, j.attempts, j.max_attempts
+        FROM jobq._job AS j
+        WHERE j.id = ANY (v_leased || ARRAY(SELECT p.id FROM jobq._job AS p
+                                            WHERE p.parked_expires_at < now()
+                                            ORDER BY p.parked_expires_at
+                                            LIMIT reap.n))
+          AND j.status = 'running' AND j.lease_expires_at < now()
+        ORDER BY j.lease_expires_at
+        LIMIT reap.n
+        FOR UPDATE SKIP LOCKED
+    ) AS e;
+
+    INSERT INTO jobq._counter (queue, bucket, failed)
+    SELECT j.queue, date_trunc('minute', now()), count(*)
+    FROM jobq._job AS j
+    WHERE j.id = ANY (v_retry || v_dead)
+    GROUP BY j.queue;
+    -- Each expired lease is a failed attempt in the job's error history.
+    IF cardinality(v_retry) + cardinality(v_dead) > 0 THEN
+        PERFORM jobq._record_errors(array_agg(j.id), array_agg(j.attempts),
+                                    array_agg(jobq._reap_note(j.lease_expires_at, j.worker, NULL)
+                                              || CASE WHEN j.id = ANY (v_dead) THEN E'\nno attempts left' ELSE '' END),
+                                    array_agg(j.worker))
+        FROM jobq._job AS j
+        WHERE j.id = ANY (v_retry || v_dead);
+    END IF;
+
+    WITH requeued AS (
+        UPDATE jobq._job AS j
+        SET status = 'ready',
+            parked = false,
+            run_at = now(),
+            lease_token = NULL,
+            lease_expires_at = NULL,
+            heartbeat_at = NULL,
+            last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error)
+        WHERE j.id = ANY (v_retry)
+        RETURNING j.queue
+    )
+    SELECT array_agg(DISTINCT r.queue) INTO v_queues FROM requeued AS r;
+    -- Wake the workers of the queues that got jobs back.
+    PERFORM pg_notify('jobq', q.queue) FROM unnest(v_queues) AS q(queue);
+
+    IF cardinality(v_dead) > 0 THEN
+        UPDATE jobq._job AS j
+        SET last_error = jobq._reap_note(j.lease_expires_at, j.worker, j.last_error) || E'\nno attempts left'
+        WHERE j.id = ANY (v_dead);
+        PERFORM jobq._finish(p_ids => v_dead, p_lease_tokens => NULL, p_status => 'dead', p_error => NULL);
+    END IF;
+    -- Leases in place held for over 10 seconds (a worker that never
+    -- heart-beats) leave the claim index too, so claims do not step over
+    -- them. Rows busy elsewhere are skipped, never waited for. The rows are
+    -- picked once (a materialized CTE) and joined by id: as "id IN (SELECT
+    -- ... FOR UPDATE)" the locking scan could become the inner side of a
+    -- nested loop, run again for every live job.
+    WITH stale AS MATERIALIZED (
+        SELECT l.id FROM jobq._job AS l
+        WHERE l.id = ANY (v_leased) AND l.status = 'running' AND NOT l.parked
+          AND l.started_at < now() - interval '10 seconds'
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE jobq._job AS j SET parked = true
+    FROM stale AS s
+    WHERE j.id = s.id;
+    PERFORM jobq._fold_counters();
+    PERFORM jobq._forget_taken();
+    RETURN cardinality(v_retry) + cardinality(v_dead);
+END
+$$;
+COMMENT ON FUNCTION jobq.reap(integer) IS
+    'Returns up to n jobs with an expired lease to the queue (or to dead letter when out of attempts); returns how many.';
+
+-- A job enqueued without a fair key while configure_queue turned its queue
+-- fair (0.12.0 had that race) is in no fair index: give it the keyless turn.
+UPDATE jobq._job AS j SET fair_key = ''
+WHERE j.fair_key IS NULL AND j.queue IN (SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
 
 ---------------------------------------------------------------------------
 -- privileges

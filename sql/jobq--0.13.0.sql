@@ -214,7 +214,8 @@ CREATE INDEX _job_parked_idx ON jobq._job (queue)
 -- Parked running jobs by lease expiry (only they have one): reap reads the
 -- expired ones, and jobq.workers and jobq.stats every one, without visiting
 -- the ready or waiting jobs. Running jobs that are not parked are leased in
--- place at the head of the claim index; jobq._claim_heads finds those.
+-- place at the head of the claim index (or of their key in the fair index);
+-- jobq._leased_in_place finds those.
 CREATE INDEX _job_parked_expiry_idx ON jobq._job (parked_expires_at)
     WHERE parked_expires_at IS NOT NULL;
 
@@ -3290,12 +3291,16 @@ DECLARE
     -- Jobs read per step; a queue's walk ends after this many unleased due
     -- jobs, counted from the end of the last step that found a lease.
     c_step CONSTANT integer := 1000;
+    -- A fair key's walk ends after this many unleased due jobs in a row.
+    c_key_step CONSTANT integer := 4;
     v_queue text;
     v_priority integer;
     v_after_run_at timestamptz;
     v_after_id bigint;
     v_unleased integer;
     v_step record;
+    v_fair text[];
+    v_found bigint[];
 BEGIN
     -- The running jobs that are not parked (fast-path claims lease in
     -- place), without reading the backlog behind them. Such a lease sits in
@@ -3308,6 +3313,17 @@ BEGIN
     -- released, or taken by a claim still in progress) is found once claims
     -- have caught up with it. Costs one index probe per queue and priority
     -- reached, and the leases plus at most c_step jobs per queue.
+    -- A fair queue's claim (jobq._fair_pick) leases in place too, from the
+    -- head of each fair key, wherever that key's jobs sit in the claim
+    -- index. So each fair queue is also walked key by key in
+    -- jobq._job_fair_idx (a skip scan: (priority, run_at, id) order within
+    -- a key, one priority at a time, its due jobs only), a key's walk ending
+    -- at c_key_step unleased due jobs in a row (claims of a key take its
+    -- jobs in that order, as claims of a queue do); the leases it finds that
+    -- the first walk did not are added. Costs one index probe per fair key
+    -- and priority reached, and the leases plus at most c_key_step jobs per
+    -- key.
+    v_fair := ARRAY(SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
     FOR v_queue IN
         WITH RECURSIVE names AS (
             (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked ORDER BY j.queue LIMIT 1)
@@ -3321,6 +3337,7 @@ BEGIN
     LOOP
         v_unleased := 0;
         v_priority := -32769;
+        v_found := '{}';
         LOOP
             SELECT j.priority INTO v_priority
             FROM jobq._job AS j
@@ -3344,6 +3361,7 @@ BEGIN
                       LIMIT c_step) AS h;
                 IF v_step.leased IS NOT NULL THEN
                     RETURN QUERY SELECT u.id, v_queue FROM unnest(v_step.leased) AS u(id);
+                    v_found := v_found || v_step.leased;
                     v_unleased := 0;
                 ELSE
                     v_unleased := v_unleased + v_step.n;
@@ -3354,11 +3372,53 @@ BEGIN
             END LOOP;
             EXIT WHEN v_unleased >= c_step;
         END LOOP;
+        CONTINUE WHEN v_queue <> ALL (v_fair);
+        -- A fair queue: each key's head. One index probe per step: the
+        -- next due job of the key and priority while the key's walk goes
+        -- on, else the key's next priority, else the next key.
+        RETURN QUERY
+        WITH RECURSIVE walk(id, fair_key, priority, run_at, leased, unleased) AS (
+            (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status = 'running',
+                    (j.status = 'ready' AND j.run_at <= p_upto)::integer
+             FROM jobq._job AS j
+             WHERE j.queue = v_queue AND j.fair_key IS NOT NULL AND NOT j.parked
+             ORDER BY j.fair_key, j.priority, j.run_at, j.id
+             LIMIT 1)
+            UNION ALL
+            SELECT x.id, x.fair_key, x.priority, x.run_at, x.status = 'running',
+                   CASE WHEN x.status = 'running' THEN 0
+                        ELSE CASE WHEN x.fair_key = w.fair_key THEN w.unleased ELSE 0 END
+                             + (x.status = 'ready' AND x.run_at <= p_upto)::integer END
+            FROM walk AS w,
+                 LATERAL ((SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
+                           FROM jobq._job AS j
+                           WHERE w.unleased < c_key_step AND w.run_at <= p_upto
+                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority = w.priority
+                             AND NOT j.parked AND (j.run_at, j.id) > (w.run_at, w.id) AND j.run_at <= p_upto
+                           ORDER BY j.run_at, j.id
+                           LIMIT 1)
+                          UNION ALL
+                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
+                           FROM jobq._job AS j
+                           WHERE w.unleased < c_key_step
+                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority > w.priority
+                             AND NOT j.parked
+                           ORDER BY j.priority, j.run_at, j.id
+                           LIMIT 1)
+                          UNION ALL
+                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
+                           FROM jobq._job AS j
+                           WHERE j.queue = v_queue AND j.fair_key > w.fair_key AND NOT j.parked
+                           ORDER BY j.fair_key, j.priority, j.run_at, j.id
+                           LIMIT 1)
+                          LIMIT 1) AS x
+        )
+        SELECT w.id, v_queue FROM walk AS w WHERE w.leased AND w.id <> ALL (v_found);
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION jobq._leased_in_place(timestamptz) IS
-    'The running jobs not parked (leased in place by fast-path claims), found by walking each queue''s due jobs in claim order while leases turn up.';
+    'The running jobs not parked (leased in place by fast-path and fair claims), found by walking each queue''s due jobs in claim order, and each fair key''s, while leases turn up.';
 
 CREATE FUNCTION jobq._running()
 RETURNS TABLE (id bigint, queue text, worker text, started_at timestamptz, heartbeat_at timestamptz,
@@ -3788,7 +3848,7 @@ BEGIN
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
                    coalesce(enqueue_many.timeout, v_settings.timeout), p.meta,
                    coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
-                            CASE WHEN v_settings.fair THEN '' END)
+                            (SELECT '' FROM jobq._queue AS q WHERE q.queue = enqueue_many.queue AND q.fair))
             FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
@@ -3806,7 +3866,7 @@ BEGIN
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
                    coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta,
                    coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
-                            CASE WHEN v_settings.fair THEN '' END)
+                            (SELECT '' FROM jobq._queue AS q WHERE q.queue = enqueue_many.queue AND q.fair))
             FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
@@ -3963,12 +4023,15 @@ BEGIN
         END IF;
         IF v_fair.fair AND NOT v_fair.paused AND v_fair.concurrency IS NULL AND v_fair.rate_limit IS NULL THEN
             -- One fair queue without queue limits: round-robin across its
-            -- fair keys (jobq._fair_pick), straight. Its leases are parked:
-            -- reap and the live counts find in-place leases only at the
-            -- head of the claim index, where a fair claim's are not.
+            -- fair keys (jobq._fair_pick), straight. Its leases stay in
+            -- place (a HOT update, as on the plain path): jobq._leased_in_place
+            -- finds them at the head of their key in jobq._job_fair_idx,
+            -- wherever that is in the claim index. With per_key_concurrency
+            -- they are parked: the running jobs per key are counted by the
+            -- parked index.
             v_ids := jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair);
             v_leases := array_fill(coalesce(p_lease, v_fair.lease), ARRAY[cardinality(v_ids)]);
-            v_parked := array_fill(true, ARRAY[cardinality(v_ids)]);
+            v_parked := array_fill(v_fair.per_key_concurrency IS NOT NULL, ARRAY[cardinality(v_ids)]);
         ELSE
             -- Limits, pause, serial groups or fair queues among others:
             -- jobq._pick counts and locks. These leases are parked at once:
@@ -4573,7 +4636,7 @@ BEGIN
     -- nothing to do costs the same with a backlog of a million: parked
     -- leases are found by their expiry index, leases in place (no index
     -- covers them: claims stay HOT) at the head of their queue's claim order
-    -- (jobq._leased_in_place). Leases held for over 10 seconds are parked
+    -- or, in a fair queue, of their fair key's (jobq._leased_in_place). Leases held for over 10 seconds are parked
     -- (out of the claim index). Also folds the counters and forgets the
     -- take bookkeeping of finished transactions, so they stay small where
     -- pg_cron does not run prune().
@@ -5263,6 +5326,18 @@ BEGIN
                 pg_catalog.quote_literal(configure_queue.queue)
             USING ERRCODE = 'JQ012', HINT = 'Pass fair => true with it (or first).';
     END IF;
+    IF configure_queue.fair AND NOT coalesce((jobq._settings(configure_queue.queue)).fair, false) THEN
+        -- Turning fair on: no job may be written meanwhile. A fair queue's
+        -- claims read jobq._job_fair_idx, which holds jobs with a fair key,
+        -- and below the queue's keyless jobs get ''. An enqueue that read
+        -- the queue as not fair and commits after that UPDATE ran would
+        -- leave a keyless job no fair claim ever finds. So wait for every
+        -- transaction that wrote (or row-locked) jobs, and hold back the
+        -- next ones until this one commits: they then read the queue as
+        -- fair (each enqueue decides a job's key in its INSERT, whose
+        -- snapshot is taken after the table lock). Plain reads (views) go on.
+        LOCK TABLE jobq._job IN EXCLUSIVE MODE;
+    END IF;
     IF configure_queue.fair AND EXISTS (SELECT FROM jobq._job AS g
                                          WHERE g.queue = configure_queue.queue AND g.group_key IS NOT NULL) THEN
         RAISE EXCEPTION 'jobq: setting fair cannot be turned on while queue % has jobs of serial groups',
@@ -5321,17 +5396,17 @@ BEGIN
         updated_at = now();
     IF configure_queue.fair THEN
         -- A fair queue claims from jobq._job_fair_idx, which holds jobs with
-        -- a fair key: the live ones without get '' (the keyless jobs' turn);
-        -- and it counts its running jobs per key by the parked index: park
-        -- the leases granted before.
+        -- a fair key: the live ones without get '' (the keyless jobs' turn).
         UPDATE jobq._job AS j SET fair_key = ''
         WHERE j.queue = configure_queue.queue AND j.fair_key IS NULL;
-        UPDATE jobq._job AS j SET parked = true
-        WHERE j.queue = configure_queue.queue AND NOT j.parked AND j.status = 'running';
     END IF;
-    IF configure_queue.concurrency > 0 THEN
-        -- A limited queue counts its running jobs by the parked index:
-        -- park the leases granted before the limit.
+    IF configure_queue.fair IS NOT NULL OR configure_queue.per_key_concurrency > 0
+       OR configure_queue.concurrency > 0 THEN
+        -- A limited queue counts its running jobs (per key with
+        -- per_key_concurrency) by the parked index: park the leases granted
+        -- before the limit. So does a queue that turns fair, or plain: the
+        -- leases granted in place before are found where the claims of its
+        -- old kind left them (the head of the claim index, or of a fair key).
         UPDATE jobq._job AS j SET parked = true
         WHERE j.queue = configure_queue.queue AND NOT j.parked AND j.status = 'running';
     END IF;

@@ -11,7 +11,11 @@
 - pyqueue's enqueue(fair_key=), enqueue_many(fair_keys=) and
   configure_queue(fair=, fair_weights=, per_key_concurrency=), and their
   bad input: typed errors that change nothing;
-- the dashboard's table of a fair queue's keys.
+- the dashboard's table of a fair queue's keys;
+- leases in place: reap and the live counts find a fair claim's lease at the
+  head of its key, however many jobs of other keys are ahead of it in the
+  claim index; and a job enqueued without a key by a transaction that
+  commits while configure_queue turns the queue fair is claimed.
 
 Orders are read from the queue's history (the archive's started_at and
 finished_at, database time), not from the handler.
@@ -214,6 +218,67 @@ def test_per_key_concurrency_holds_under_8_racing_claimers(conn: Conn, dsn: str)
         assert max(samples[key]) <= limit, f"sampled {max(samples[key])} running jobs of key {key}"
     assert max(max_overlap((s, e) for k, s, e in runs if k == key) for key in key_names) == limit, (
         "the claimers never filled a key's slots")
+
+
+# --- leases in place, wherever their key sits in the claim index (issue 28 §2) ------------------
+
+def test_reap_and_the_counts_find_an_in_place_fair_lease_behind_another_keys_backlog(conn: Conn) -> None:
+    # Key "big" first, with more jobs than the walk of the claim index reads
+    # (steps of 1,000, until a whole step has no lease): key "small"'s job
+    # sits behind all of them in the claim index, at the head of its own key. A fair claim of 2 leases
+    # both heads, in place; reap and every live count must find both.
+    conn.execute("SELECT jobq.configure_queue('inplace', fair => true)")
+    enqueue_keys(conn, "inplace", "big", 2_500)
+    enqueue_keys(conn, "inplace", "small", 1)
+    ids = [int(r[0]) for r in conn.execute("SELECT id FROM jobq.claim('inplace', 2, 'w1', interval '1 second')")]
+    leased = conn.execute("SELECT fair_key, status, parked FROM jobq._job WHERE id = ANY (%s) ORDER BY fair_key",
+                          (ids,)).fetchall()
+    assert leased == [("big", "running", False), ("small", "running", False)], "both leased in place, not parked"
+    assert scalar(conn, "SELECT running FROM jobq.stats WHERE queue = 'inplace'") == 2
+    assert scalar(conn, "SELECT jobs FROM jobq.workers WHERE worker = 'w1'") == 2
+    assert scalar(conn, "SELECT running FROM jobq.fair_keys WHERE queue = 'inplace' AND fair_key = 'small'") == 1
+    wait_until(lambda: scalar(conn, "SELECT bool_and(lease_expires_at < now()) FROM jobq._job WHERE id = ANY (%s)",
+                              (ids,)), "the leases to expire", timeout=30)
+    assert scalar(conn, "SELECT jobq.reap()") == 2, "reap returned both expired leases"
+    back = conn.execute("SELECT fair_key, status, attempts FROM jobq._job WHERE id = ANY (%s) ORDER BY fair_key",
+                        (ids,)).fetchall()
+    assert back == [("big", "ready", 1), ("small", "ready", 1)]
+
+
+def test_a_keyless_job_committed_while_the_queue_turns_fair_is_claimed(conn: Conn, dsn: str) -> None:
+    # A producer's transaction enqueues a job without a fair key into a plain
+    # queue and stays open; meanwhile configure_queue(fair => true) runs and
+    # a third session enqueues. Whatever the order they commit in, every job
+    # ends up in the fair index (key ''), where a fair claim finds it.
+    done: dict[str, bool] = {}
+
+    def in_session(name: str, statement: str) -> None:
+        with psycopg.connect(dsn, autocommit=True) as session:
+            session.execute(statement)
+        done[name] = True
+
+    with psycopg.connect(dsn) as producer:  # not autocommit: its transaction stays open
+        producer.execute("SELECT jobq.enqueue('turning', '{\"by\": \"producer\"}')")
+        turn = threading.Thread(target=in_session,
+                                args=("configure", "SELECT jobq.configure_queue('turning', fair => true)"))
+        turn.start()
+        # Until configure_queue ran through, or waits for the producer's transaction.
+        wait_until(lambda: done.get("configure") or scalar(
+            conn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                  " AND datname = current_database() AND query LIKE '%configure_queue%'") > 0, "configure_queue to run or wait")
+        other = threading.Thread(target=in_session,
+                                 args=("enqueue", "SELECT jobq.enqueue('turning', '{\"by\": \"other\"}')"))
+        other.start()
+        time.sleep(0.2)
+        producer.commit()
+    turn.join(timeout=60)
+    other.join(timeout=60)
+    assert done == {"configure": True, "enqueue": True}
+    keys = conn.execute("SELECT payload ->> 'by', fair_key FROM jobq._job WHERE queue = 'turning'"
+                        " ORDER BY 1").fetchall()
+    assert keys == [("other", ""), ("producer", "")], "every job of the fair queue has a fair key"
+    claimed = conn.execute("SELECT id FROM jobq.claim('turning', 10)").fetchall()
+    assert len(claimed) == 2, "a fair claim finds both jobs"
 
 
 # --- pyqueue ------------------------------------------------------------------------------------

@@ -232,7 +232,7 @@ BEGIN
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
                    coalesce(enqueue_many.timeout, v_settings.timeout), p.meta,
                    coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
-                            CASE WHEN v_settings.fair THEN '' END)
+                            (SELECT '' FROM jobq._queue AS q WHERE q.queue = enqueue_many.queue AND q.fair))
             FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id
@@ -250,7 +250,7 @@ BEGIN
                    coalesce(enqueue_many.max_attempts, v_settings.max_attempts), enqueue_many.group_key,
                    coalesce(enqueue_many.timeout, v_settings.timeout), 'waiting', true, true, p.meta,
                    coalesce(enqueue_many.fair_keys[array_lower(enqueue_many.fair_keys, 1) + p.ord - 1],
-                            CASE WHEN v_settings.fair THEN '' END)
+                            (SELECT '' FROM jobq._queue AS q WHERE q.queue = enqueue_many.queue AND q.fair))
             FROM unnest(enqueue_many.payloads, enqueue_many.metas) WITH ORDINALITY AS p(payload, meta, ord)
             ORDER BY p.ord
             RETURNING id

@@ -47,6 +47,18 @@ BEGIN
                 pg_catalog.quote_literal(configure_queue.queue)
             USING ERRCODE = 'JQ012', HINT = 'Pass fair => true with it (or first).';
     END IF;
+    IF configure_queue.fair AND NOT coalesce((jobq._settings(configure_queue.queue)).fair, false) THEN
+        -- Turning fair on: no job may be written meanwhile. A fair queue's
+        -- claims read jobq._job_fair_idx, which holds jobs with a fair key,
+        -- and below the queue's keyless jobs get ''. An enqueue that read
+        -- the queue as not fair and commits after that UPDATE ran would
+        -- leave a keyless job no fair claim ever finds. So wait for every
+        -- transaction that wrote (or row-locked) jobs, and hold back the
+        -- next ones until this one commits: they then read the queue as
+        -- fair (each enqueue decides a job's key in its INSERT, whose
+        -- snapshot is taken after the table lock). Plain reads (views) go on.
+        LOCK TABLE jobq._job IN EXCLUSIVE MODE;
+    END IF;
     IF configure_queue.fair AND EXISTS (SELECT FROM jobq._job AS g
                                          WHERE g.queue = configure_queue.queue AND g.group_key IS NOT NULL) THEN
         RAISE EXCEPTION 'jobq: setting fair cannot be turned on while queue % has jobs of serial groups',
@@ -105,17 +117,17 @@ BEGIN
         updated_at = now();
     IF configure_queue.fair THEN
         -- A fair queue claims from jobq._job_fair_idx, which holds jobs with
-        -- a fair key: the live ones without get '' (the keyless jobs' turn);
-        -- and it counts its running jobs per key by the parked index: park
-        -- the leases granted before.
+        -- a fair key: the live ones without get '' (the keyless jobs' turn).
         UPDATE jobq._job AS j SET fair_key = ''
         WHERE j.queue = configure_queue.queue AND j.fair_key IS NULL;
-        UPDATE jobq._job AS j SET parked = true
-        WHERE j.queue = configure_queue.queue AND NOT j.parked AND j.status = 'running';
     END IF;
-    IF configure_queue.concurrency > 0 THEN
-        -- A limited queue counts its running jobs by the parked index:
-        -- park the leases granted before the limit.
+    IF configure_queue.fair IS NOT NULL OR configure_queue.per_key_concurrency > 0
+       OR configure_queue.concurrency > 0 THEN
+        -- A limited queue counts its running jobs (per key with
+        -- per_key_concurrency) by the parked index: park the leases granted
+        -- before the limit. So does a queue that turns fair, or plain: the
+        -- leases granted in place before are found where the claims of its
+        -- old kind left them (the head of the claim index, or of a fair key).
         UPDATE jobq._job AS j SET parked = true
         WHERE j.queue = configure_queue.queue AND NOT j.parked AND j.status = 'running';
     END IF;

@@ -111,7 +111,8 @@ CREATE INDEX _job_parked_idx ON jobq._job (queue)
 -- Parked running jobs by lease expiry (only they have one): reap reads the
 -- expired ones, and jobq.workers and jobq.stats every one, without visiting
 -- the ready or waiting jobs. Running jobs that are not parked are leased in
--- place at the head of the claim index; jobq._claim_heads finds those.
+-- place at the head of the claim index (or of their key in the fair index);
+-- jobq._leased_in_place finds those.
 CREATE INDEX _job_parked_expiry_idx ON jobq._job (parked_expires_at)
     WHERE parked_expires_at IS NOT NULL;
 

@@ -1,5 +1,13 @@
 -- jobq 0.12.0 → 0.13.0. One line per change:
---   (none yet)
+--   fair queues (issue 28): a fair queue without per_key_concurrency leases in place, as the plain path
+--     does (a HOT update; they were parked): jobq._claim (its fair branch only); jobq._leased_in_place also
+--     walks each fair key's head in jobq._job_fair_idx, so reap and the live counts (stats, queues, workers,
+--     metrics, the dashboard) find those leases wherever their key sits in the claim index
+--   configure_queue: turning fair on locks jobq._job (EXCLUSIVE) while it gives the queue's keyless jobs '', so
+--     that a job enqueued by a transaction committing meanwhile is no longer left out of jobq._job_fair_idx;
+--     enqueue_many decides a job's fair key in its INSERT (was: from settings read before it); turning fair on
+--     or off, or setting per_key_concurrency, parks the leases granted in place before
+--   the live keyless jobs of fair queues (that race's leftovers) get '' here
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.13.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.12.0 is installed.
@@ -30,6 +38,16 @@ INSERT INTO jobq._migration (version) VALUES ('0.13.0');
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
+-- @replace-function jobq._leased_in_place(timestamptz)
+-- @replace-function jobq._claim(text[], integer, text, interval)
+-- @replace-function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
+-- @replace-function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
+-- @replace-function jobq.reap(integer)
+
+-- A job enqueued without a fair key while configure_queue turned its queue
+-- fair (0.12.0 had that race) is in no fair index: give it the keyless turn.
+UPDATE jobq._job AS j SET fair_key = ''
+WHERE j.fair_key IS NULL AND j.queue IN (SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
 
 ---------------------------------------------------------------------------
 -- privileges
