@@ -187,6 +187,188 @@ END
 $$;
 COMMENT ON FUNCTION jobq._leased_in_place(timestamptz) IS
     'The running jobs not parked (leased in place by fast-path and fair claims), found by walking each queue''s due jobs in claim order, and each fair key''s, while leases turn up.';
+CREATE OR REPLACE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue) RETURNS bigint[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
+SET max_parallel_workers_per_gather = 0
+AS $$
+DECLARE
+    v_ids bigint[] := '{}';
+    v_weights jsonb := coalesce(p_settings.fair_weights, '{}');
+    v_limit integer := p_settings.per_key_concurrency;
+    v_running jsonb := '{}';
+    v_last text := p_settings.fair_cursor;
+    v_used integer := coalesce(p_settings.fair_turns, 0);
+    v_left integer;
+    v_from text;
+    v_want integer;
+    v_keys text[];
+    v_turns integer[];
+    v_rounds integer;
+    v_got bigint[];
+    v_got_keys text[];
+    v_got_used integer[];
+BEGIN
+    -- Row-lock (SKIP LOCKED) up to p_n ready jobs of the fair queue p_queue
+    -- (p_settings: its settings), round-robin across its fair keys: the keys
+    -- with due jobs in key order, starting from the cursor on the queue's
+    -- row (the key served last: the key itself while it has turns of its
+    -- round left, else the next one) and wrapping around; each key gives
+    -- its weight's worth of jobs per round (fair_weights, else 1), in
+    -- (priority, run_at, id) order, until p_n are taken. Keys that run out
+    -- leave their turns to the others (work-conserving: a key alone gets all
+    -- p_n). With per_key_concurrency, no key gets more than that many
+    -- running: counted under the row lock of the queue's jobq._queue row
+    -- (SKIP LOCKED, as for the queue's concurrency limit: a claimer that
+    -- finds it taken gets no jobs, never a wait), in a statement after the
+    -- lock. Keys come from a skip scan of jobq._job_fair_idx (one probe per
+    -- key, never a sort of the backlog), each key's jobs from the same index
+    -- (at most 8 passes of up to p_n keys: more keys in a row without a due
+    -- job leave the rest to the next claim, which starts after them);
+    -- plans pinned (no sort, bitmap or sequential scan, whatever the
+    -- statistics). Returns the ids in the order served; moves the cursor when it can lock
+    -- the queue's row (a concurrent claim that cannot leaves it to the other).
+    IF p_n <= 0 THEN
+        RETURN v_ids;
+    END IF;
+    IF v_limit IS NOT NULL THEN
+        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN v_ids;   -- another claimer is counting this queue's keys right now
+        END IF;
+        SELECT coalesce(jsonb_object_agg(r.fair_key, r.n), '{}') INTO v_running
+        FROM (SELECT j.fair_key, count(*) AS n
+              FROM jobq._job AS j
+              WHERE j.queue = p_queue AND j.parked AND j.status = 'running' AND j.fair_key IS NOT NULL
+              GROUP BY j.fair_key) AS r;
+    END IF;
+    FOR v_pass IN 1..8 LOOP
+        v_want := p_n - cardinality(v_ids);
+        EXIT WHEN v_want <= 0;
+        -- Where this pass starts: at the cursor's key while it has turns of
+        -- its round left (v_left), else at the smallest string after it in
+        -- the key's "C" order ('' from the very start).
+        v_left := coalesce((v_weights ->> v_last)::integer, 1) - v_used;
+        IF v_last IS NOT NULL AND v_left > 0 THEN
+            v_from := v_last;
+        ELSE
+            v_from := coalesce(v_last || chr(1), '');
+            v_left := 0;
+        END IF;
+        -- Up to v_want keys with jobs not running (and, with a limit, a
+        -- free slot), in turn order: from v_from to the last key, then from
+        -- the first key up to v_from. The order is that of the scans (UNION
+        -- ALL appends the second after the first); no sort. A key's turns
+        -- per round: its weight (and no more than its free slots). Whether
+        -- a key has a due job is found by taking it (a key whose jobs are
+        -- all scheduled gives none).
+        WITH RECURSIVE upper_keys(key) AS (
+            (SELECT j.fair_key FROM jobq._job AS j
+             WHERE j.queue = p_queue AND j.fair_key >= v_from AND NOT j.parked
+             ORDER BY j.fair_key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.fair_key FROM jobq._job AS j
+                    WHERE j.queue = p_queue AND j.fair_key > u.key AND NOT j.parked
+                    ORDER BY j.fair_key LIMIT 1)
+            FROM upper_keys AS u
+            WHERE u.key IS NOT NULL
+        ), lower_keys(key) AS (
+            (SELECT j.fair_key FROM jobq._job AS j
+             WHERE j.queue = p_queue AND j.fair_key >= '' AND j.fair_key < v_from AND NOT j.parked
+             ORDER BY j.fair_key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.fair_key FROM jobq._job AS j
+                    WHERE j.queue = p_queue AND j.fair_key > l.key AND j.fair_key < v_from AND NOT j.parked
+                    ORDER BY j.fair_key LIMIT 1)
+            FROM lower_keys AS l
+            WHERE l.key IS NOT NULL
+        )
+        SELECT array_agg(k.key), array_agg(k.turn)
+        INTO v_keys, v_turns
+        FROM (SELECT a.key,
+                     least(coalesce((v_weights ->> a.key)::integer, 1),
+                           coalesce(v_limit - coalesce((v_running ->> a.key)::integer, 0), 1000)) AS turn
+              FROM (SELECT u.key FROM upper_keys AS u WHERE u.key IS NOT NULL
+                    UNION ALL
+                    SELECT l.key FROM lower_keys AS l WHERE l.key IS NOT NULL) AS a
+              WHERE (v_limit IS NULL OR coalesce((v_running ->> a.key)::integer, 0) < v_limit)
+              LIMIT v_want) AS k;
+        EXIT WHEN v_keys IS NULL;
+        IF v_keys[1] IS DISTINCT FROM v_from THEN
+            v_left := 0;   -- the cursor's key has no job now: its round is over
+        END IF;
+        -- Enough whole rounds for v_want jobs; a key's quota is its turns per
+        -- round times the rounds, capped by its free slots under a limit.
+        IF v_weights = '{}' AND v_limit IS NULL THEN
+            v_rounds := ceil(v_want::numeric / cardinality(v_turns))::integer;   -- every turn is 1: no query
+        ELSE
+            v_rounds := ceil(v_want::numeric / (SELECT sum(t) FROM unnest(v_turns) AS t))::integer;
+        END IF;
+        -- Each key's most urgent due jobs (row-locked, SKIP LOCKED), served
+        -- round by round: round r takes the r-th batch of turn jobs of every
+        -- key, keys in turn order (the cursor's key, when it goes on, first
+        -- takes the turns it has left); the first v_want of that order, and
+        -- for each the turns of its round its key has had with it.
+        SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used)
+        INTO v_got, v_got_keys, v_got_used
+        FROM (SELECT x.id, k.key,
+                     CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
+                          WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
+                          ELSE (x.ord - 1) / k.turn END AS round,
+                     CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn)
+                              THEN k.turn - least(v_left, k.turn) + x.ord
+                          WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
+                          ELSE (x.ord - 1) % k.turn + 1 END AS used,
+                     k.pos, x.ord
+              FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
+                   LATERAL (SELECT l.id, row_number() OVER () AS ord
+                            FROM (SELECT j.id
+                                  FROM jobq._job AS j
+                                  WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
+                                    AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                                  ORDER BY j.priority, j.run_at, j.id
+                                  LIMIT least(k.turn * v_rounds,
+                                              coalesce(v_limit - coalesce((v_running ->> k.key)::integer, 0),
+                                                       k.turn * v_rounds))
+                                  FOR UPDATE SKIP LOCKED) AS l) AS x
+              ORDER BY 3, k.pos, x.ord
+              LIMIT v_want) AS c;
+        IF v_got IS NULL THEN
+            -- None of these keys had a due job free (only scheduled ones, or
+            -- locked by other claims): the whole rotation when it was all
+            -- of it; else they lose this turn, and the next pass goes on
+            -- after them.
+            EXIT WHEN cardinality(v_keys) < v_want;
+            v_last := v_keys[cardinality(v_keys)];
+            v_used := coalesce((v_weights ->> v_last)::integer, 1);
+            CONTINUE;
+        END IF;
+        v_ids := v_ids || v_got;
+        v_last := v_got_keys[cardinality(v_got_keys)];
+        v_used := v_got_used[cardinality(v_got_used)];
+        IF v_limit IS NOT NULL THEN
+            SELECT v_running || coalesce(jsonb_object_agg(g.key, coalesce((v_running ->> g.key)::integer, 0) + g.n),
+                                         '{}')
+            INTO v_running
+            FROM (SELECT u.key, count(*) AS n FROM unnest(v_got_keys) AS u(key) GROUP BY u.key) AS g;
+        END IF;
+    END LOOP;
+    IF (v_last, v_used) IS DISTINCT FROM (p_settings.fair_cursor, p_settings.fair_turns) THEN
+        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            UPDATE jobq._queue AS q SET fair_cursor = v_last, fair_turns = v_used WHERE q.queue = p_queue;
+        END IF;
+    END IF;
+    RETURN v_ids;
+END
+$$;
+COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue) IS
+    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured).';
 CREATE OR REPLACE FUNCTION jobq._claim(p_queues text[], p_n integer, p_worker text, p_lease interval)
 RETURNS SETOF jobq.job
 LANGUAGE plpgsql

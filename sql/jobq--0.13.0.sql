@@ -1423,7 +1423,11 @@ BEGIN
         END IF;
         -- Enough whole rounds for v_want jobs; a key's quota is its turns per
         -- round times the rounds, capped by its free slots under a limit.
-        v_rounds := ceil(v_want::numeric / (SELECT sum(t) FROM unnest(v_turns) AS t))::integer;
+        IF v_weights = '{}' AND v_limit IS NULL THEN
+            v_rounds := ceil(v_want::numeric / cardinality(v_turns))::integer;   -- every turn is 1: no query
+        ELSE
+            v_rounds := ceil(v_want::numeric / (SELECT sum(t) FROM unnest(v_turns) AS t))::integer;
+        END IF;
         -- Each key's most urgent due jobs (row-locked, SKIP LOCKED), served
         -- round by round: round r takes the r-th batch of turn jobs of every
         -- key, keys in turn order (the cursor's key, when it goes on, first

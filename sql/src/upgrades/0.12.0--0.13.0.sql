@@ -39,6 +39,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.13.0');
 
 -- @replace-function jobq.version()
 -- @replace-function jobq._leased_in_place(timestamptz)
+-- @replace-function jobq._fair_pick(text, integer, jobq._queue)
 -- @replace-function jobq._claim(text[], integer, text, interval)
 -- @replace-function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
 -- @replace-function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
