@@ -1478,10 +1478,10 @@ BEGIN
         END IF;
     END LOOP;
     IF (v_last, v_used) IS DISTINCT FROM (p_settings.fair_cursor, p_settings.fair_turns) THEN
-        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
-        IF FOUND THEN
-            UPDATE jobq._queue AS q SET fair_cursor = v_last, fair_turns = v_used WHERE q.queue = p_queue;
-        END IF;
+        -- One statement: lock the queue's row (SKIP LOCKED), then move the cursor.
+        UPDATE jobq._queue AS q SET fair_cursor = v_last, fair_turns = v_used
+        FROM (SELECT l.queue FROM jobq._queue AS l WHERE l.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED) AS l
+        WHERE q.queue = l.queue;
     END IF;
     RETURN v_ids;
 END
@@ -3295,8 +3295,10 @@ DECLARE
     -- Jobs read per step; a queue's walk ends after this many unleased due
     -- jobs, counted from the end of the last step that found a lease.
     c_step CONSTANT integer := 1000;
-    -- A fair key's walk ends after this many unleased due jobs in a row.
-    c_key_step CONSTANT integer := 4;
+    -- A fair key's walk ends at its first unleased due job: one index probe
+    -- per key (and priority) with no lease, so a fair queue of 1,000 keys
+    -- costs 1,000 probes.
+    c_key_step CONSTANT integer := 1;
     v_queue text;
     v_priority integer;
     v_after_run_at timestamptz;
@@ -3322,11 +3324,13 @@ BEGIN
     -- index. So each fair queue is also walked key by key in
     -- jobq._job_fair_idx (a skip scan: (priority, run_at, id) order within
     -- a key, one priority at a time, its due jobs only), a key's walk ending
-    -- at c_key_step unleased due jobs in a row (claims of a key take its
-    -- jobs in that order, as claims of a queue do); the leases it finds that
-    -- the first walk did not are added. Costs one index probe per fair key
-    -- and priority reached, and the leases plus at most c_key_step jobs per
-    -- key.
+    -- at c_key_step unleased due jobs in a row: claims of a key take its
+    -- jobs in that order, as claims of a queue do, so a lease behind an
+    -- unleased job of its key (a claim of that key rolled back, a job held
+    -- by hold()) is found once claims of the key have caught up, or by the
+    -- first walk. The leases it finds that the first walk did not are
+    -- added. Costs one index probe per fair key and priority reached, and
+    -- the leases.
     v_fair := ARRAY(SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
     FOR v_queue IN
         WITH RECURSIVE names AS (

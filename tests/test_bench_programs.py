@@ -102,9 +102,9 @@ def test_the_fair_queue_benchmark_measures_every_workload_on_every_configuration
     sizes = fair.Sizes(calls=50, key_counts=(1, 10))
     result = fair.measure(proc_dsn(postgresql_proc, "postgres"), sizes, rounds=1)
     assert set(result["figures"]) == set(fair.WORKLOADS)
-    assert set(result["figures"][fair.CLAIM_100]) == {"0.8.0 plain", "0.11.0 plain", "plain", "fair, 1 keys",
+    assert set(result["figures"][fair.CLAIM_100]) == {"0.8.0 plain", "0.12.0 plain", "plain", "fair, 1 keys",
                                                       "fair, 10 keys"}
-    assert set(result["figures"][fair.ENQUEUE_1]) == {"0.8.0 plain", "0.11.0 plain", "plain"}
+    assert set(result["figures"][fair.ENQUEUE_1]) == {"0.8.0 plain", "0.12.0 plain", "plain"}
     assert all(v[0] >= 0 for by in result["figures"].values() for v in by.values())
     summary = fair.summary(result)
     assert "fair, 10 keys" in summary and "worst speed ratio per goal" in summary

@@ -230,19 +230,20 @@ def test_reap_and_the_counts_find_an_in_place_fair_lease_behind_another_keys_bac
     conn.execute("SELECT jobq.configure_queue('inplace', fair => true)")
     enqueue_keys(conn, "inplace", "big", 2_500)
     enqueue_keys(conn, "inplace", "small", 1)
-    ids = [int(r[0]) for r in conn.execute("SELECT id FROM jobq.claim('inplace', 2, 'w1', interval '1 second')")]
-    leased = conn.execute("SELECT fair_key, status, parked FROM jobq._job WHERE id = ANY (%s) ORDER BY fair_key",
-                          (ids,)).fetchall()
-    assert leased == [("big", "running", False), ("small", "running", False)], "both leased in place, not parked"
+    claimed = conn.execute("SELECT id FROM jobq.claim('inplace', 2, 'w1', interval '1 second')").fetchall()
+    ids = [int(r[0]) for r in claimed]
+    state = "SELECT fair_key, status, parked, attempts FROM jobq._job WHERE id = ANY (%s) ORDER BY fair_key"
+    leased = conn.execute(state, (ids,)).fetchall()
+    assert leased == [("big", "running", False, 1), ("small", "running", False, 1)], "in place"
     assert scalar(conn, "SELECT running FROM jobq.stats WHERE queue = 'inplace'") == 2
     assert scalar(conn, "SELECT jobs FROM jobq.workers WHERE worker = 'w1'") == 2
-    assert scalar(conn, "SELECT running FROM jobq.fair_keys WHERE queue = 'inplace' AND fair_key = 'small'") == 1
-    wait_until(lambda: scalar(conn, "SELECT bool_and(lease_expires_at < now()) FROM jobq._job WHERE id = ANY (%s)",
-                              (ids,)), "the leases to expire", timeout=30)
+    assert scalar(conn, "SELECT running FROM jobq.fair_keys"
+                        " WHERE queue = 'inplace' AND fair_key = 'small'") == 1
+    expired = "SELECT bool_and(lease_expires_at < now()) FROM jobq._job WHERE id = ANY (%s)"
+    wait_until(lambda: scalar(conn, expired, (ids,)), "the leases to expire", timeout=30)
     assert scalar(conn, "SELECT jobq.reap()") == 2, "reap returned both expired leases"
-    back = conn.execute("SELECT fair_key, status, attempts FROM jobq._job WHERE id = ANY (%s) ORDER BY fair_key",
-                        (ids,)).fetchall()
-    assert back == [("big", "ready", 1), ("small", "ready", 1)]
+    back = conn.execute(state, (ids,)).fetchall()
+    assert back == [("big", "ready", False, 1), ("small", "ready", False, 1)]
 
 
 def test_a_keyless_job_committed_while_the_queue_turns_fair_is_claimed(conn: Conn, dsn: str) -> None:
@@ -263,9 +264,9 @@ def test_a_keyless_job_committed_while_the_queue_turns_fair_is_claimed(conn: Con
                                 args=("configure", "SELECT jobq.configure_queue('turning', fair => true)"))
         turn.start()
         # Until configure_queue ran through, or waits for the producer's transaction.
-        wait_until(lambda: done.get("configure") or scalar(
-            conn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                  " AND datname = current_database() AND query LIKE '%configure_queue%'") > 0, "configure_queue to run or wait")
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                   " AND datname = current_database() AND query LIKE '%configure_queue%'")
+        wait_until(lambda: done.get("configure") or scalar(conn, waiting) > 0, "configure_queue")
         other = threading.Thread(target=in_session,
                                  args=("enqueue", "SELECT jobq.enqueue('turning', '{\"by\": \"other\"}')"))
         other.start()

@@ -213,6 +213,21 @@ def test_reap_with_nothing_expired_reads_no_backlog(db: Conn) -> None:
     assert {"_job_claim_idx", "_job_parked_expiry_idx"} <= indexes, describe(plans)
 
 
+def test_reap_finds_in_place_fair_leases_by_a_probe_per_key(db: Conn) -> None:
+    """A fair claim leases in place (issue 28): reap walks each fair key's
+    head in the fair index, one probe per key (no sequential scan, no scan
+    returning more than the walk's step), besides the claim index's head."""
+    claimed_fair = ("CREATE TEMP TABLE claimed ON COMMIT DROP AS SELECT * FROM jobq.claim('fq', %s, 'plans')",
+                    (BATCH,))
+    plans = plans_of(db, [claimed_fair, ("SELECT jobq.reap()", ())])
+    assert_never_over_the_backlog(plans, most=WALK_STEP)
+    fair_reads = [n for p in plans if "jobq.reap" not in p.query and "WITH RECURSIVE walk" in p.query
+                  for n in p.scans_of("_job")]
+    assert fair_reads and {n.index for n in fair_reads} == {"_job_fair_idx"}, describe(plans)
+    # The leases plus about one probe per key: never the fair queue's backlog.
+    assert sum(n.rows * n.loops for n in fair_reads) <= 2 * FAIR_KEYS + BATCH, describe(plans)
+
+
 VIEWS = {
     "stats": "SELECT * FROM jobq.stats",
     "queues": "SELECT * FROM jobq.queues",

@@ -2,20 +2,20 @@
 (issue 28), and that the plain path did not get slower.
 
 On a throwaway durable local server, three databases: the frozen
-``sql/jobq--0.8.0.sql`` (the issue's reference), ``sql/jobq--0.11.0.sql``
-(the release before fair queues) and the current jobq. One connection makes the
+``sql/jobq--0.8.0.sql`` (the issue's reference), ``sql/jobq--0.12.0.sql``
+(the last release) and the current jobq. One connection makes the
 calls, timed by its backend's CPU time (``/proc``, user + system), which
 other work on a shared machine barely moves. Workloads:
 
 - ``claim + complete_many of 100`` (a worker's batch) and ``claim +
   complete of 1``, on a plain queue of each database (A/B: the current plain
-  claim against 0.8.0's and 0.11.0's), and on fair queues of the current one with 1, 10,
+  claim against 0.8.0's and 0.12.0's), and on fair queues of the current one with 1, 10,
   1,000 and 100,000 active keys (the backlog spread evenly over them);
-- ``enqueue`` of one plain job (A/B against 0.8.0 and 0.11.0: the enqueue
+- ``enqueue`` of one plain job (A/B against 0.8.0 and 0.12.0: the enqueue
   fast path).
 
 Figures are server CPU µs per job; the ratios are speeds (the inverse of the
-CPU ratio): the current plain path ÷ 0.8.0 (and ÷ 0.11.0, in the 0.11.0
+CPU ratio): the current plain path ÷ 0.8.0 (and ÷ 0.12.0, in the 0.12.0
 column), and each fair queue ÷ the current plain queue. Goals (issue 28):
 plain ≥ 0.95 x 0.8.0, fair with 1 key ≥ 0.9 x plain, with 1,000 keys
 ≥ 0.7 x plain; 10 and 100,000 keys are
@@ -47,7 +47,7 @@ from pyqueue.bench.suite import LOCAL_SETTINGS, database
 
 DEFAULT_JSON = Path("bench-results/fair.json")
 BASELINE = "0.8.0"
-BEFORE = "0.11.0"  # the release before fair queues
+BEFORE = "0.12.0"  # the last release: the plain path must not be slower than its (issue 28)
 PLAIN = "plain"
 KEY_COUNTS = (1, 10, 1_000, 100_000)
 GOALS = {PLAIN: 0.95, "fair, 1 keys": 0.9, "fair, 1,000 keys": 0.7}  # speed ratios (issue 28)
@@ -76,7 +76,7 @@ def keys_of(config: str) -> int | None:
 
 
 def install(admin: sql_loops.Conn, dsn: str) -> dict[str, str]:
-    """The 0.8.0 and 0.11.0 databases and the current one; the DSN of each, by version."""
+    """The 0.8.0 and 0.12.0 databases and the current one; the DSN of each, by version."""
     scripts = _sqlfiles.SqlScripts.load()
     targets: dict[str, str] = {}
     for number, version in enumerate((BASELINE, BEFORE, scripts.latest)):

@@ -274,10 +274,10 @@ BEGIN
         END IF;
     END LOOP;
     IF (v_last, v_used) IS DISTINCT FROM (p_settings.fair_cursor, p_settings.fair_turns) THEN
-        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
-        IF FOUND THEN
-            UPDATE jobq._queue AS q SET fair_cursor = v_last, fair_turns = v_used WHERE q.queue = p_queue;
-        END IF;
+        -- One statement: lock the queue's row (SKIP LOCKED), then move the cursor.
+        UPDATE jobq._queue AS q SET fair_cursor = v_last, fair_turns = v_used
+        FROM (SELECT l.queue FROM jobq._queue AS l WHERE l.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED) AS l
+        WHERE q.queue = l.queue;
     END IF;
     RETURN v_ids;
 END

@@ -58,8 +58,10 @@ DECLARE
     -- Jobs read per step; a queue's walk ends after this many unleased due
     -- jobs, counted from the end of the last step that found a lease.
     c_step CONSTANT integer := 1000;
-    -- A fair key's walk ends after this many unleased due jobs in a row.
-    c_key_step CONSTANT integer := 4;
+    -- A fair key's walk ends at its first unleased due job: one index probe
+    -- per key (and priority) with no lease, so a fair queue of 1,000 keys
+    -- costs 1,000 probes.
+    c_key_step CONSTANT integer := 1;
     v_queue text;
     v_priority integer;
     v_after_run_at timestamptz;
@@ -85,11 +87,13 @@ BEGIN
     -- index. So each fair queue is also walked key by key in
     -- jobq._job_fair_idx (a skip scan: (priority, run_at, id) order within
     -- a key, one priority at a time, its due jobs only), a key's walk ending
-    -- at c_key_step unleased due jobs in a row (claims of a key take its
-    -- jobs in that order, as claims of a queue do); the leases it finds that
-    -- the first walk did not are added. Costs one index probe per fair key
-    -- and priority reached, and the leases plus at most c_key_step jobs per
-    -- key.
+    -- at c_key_step unleased due jobs in a row: claims of a key take its
+    -- jobs in that order, as claims of a queue do, so a lease behind an
+    -- unleased job of its key (a claim of that key rolled back, a job held
+    -- by hold()) is found once claims of the key have caught up, or by the
+    -- first walk. The leases it finds that the first walk did not are
+    -- added. Costs one index probe per fair key and priority reached, and
+    -- the leases.
     v_fair := ARRAY(SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
     FOR v_queue IN
         WITH RECURSIVE names AS (
