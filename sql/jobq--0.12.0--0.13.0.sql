@@ -306,42 +306,71 @@ BEGIN
         IF v_keys[1] IS DISTINCT FROM v_from THEN
             v_left := 0;   -- the cursor's key has no job now: its round is over
         END IF;
-        -- Enough whole rounds for v_want jobs; a key's quota is its turns per
-        -- round times the rounds, capped by its free slots under a limit.
-        IF v_weights = '{}' AND v_limit IS NULL THEN
-            v_rounds := ceil(v_want::numeric / cardinality(v_turns))::integer;   -- every turn is 1: no query
+        IF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) = 1 THEN
+            -- One key (every turn 1, no limit): its v_want most urgent due
+            -- jobs, one index scan.
+            SELECT array_agg(l.id), array_fill(v_keys[1], ARRAY[count(*)::integer]),
+                   array_fill(1, ARRAY[count(*)::integer])
+            INTO v_got, v_got_keys, v_got_used
+            FROM (SELECT j.id
+                  FROM jobq._job AS j
+                  WHERE j.queue = p_queue AND j.fair_key = v_keys[1] AND NOT j.parked
+                    AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                  ORDER BY j.priority, j.run_at, j.id
+                  LIMIT v_want
+                  FOR UPDATE SKIP LOCKED) AS l;
+        ELSIF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) >= v_want THEN
+            -- At least v_want keys (every turn 1, no limit): one round, the
+            -- most urgent due job of each key, keys in turn order (no window,
+            -- no sort of the jobs taken).
+            SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1)
+            INTO v_got, v_got_keys, v_got_used
+            FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos),
+                 LATERAL (SELECT j.id
+                          FROM jobq._job AS j
+                          WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
+                            AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                          ORDER BY j.priority, j.run_at, j.id
+                          LIMIT 1
+                          FOR UPDATE SKIP LOCKED) AS x;
         ELSE
-            v_rounds := ceil(v_want::numeric / (SELECT sum(t) FROM unnest(v_turns) AS t))::integer;
+            -- Enough whole rounds for v_want jobs; a key's quota is its turns
+            -- per round times the rounds, capped by its free slots under a limit.
+            IF v_weights = '{}' AND v_limit IS NULL THEN
+                v_rounds := ceil(v_want::numeric / cardinality(v_turns))::integer;   -- every turn is 1: no query
+            ELSE
+                v_rounds := ceil(v_want::numeric / (SELECT sum(t) FROM unnest(v_turns) AS t))::integer;
+            END IF;
+            -- Each key's most urgent due jobs (row-locked, SKIP LOCKED), served
+            -- round by round: round r takes the r-th batch of turn jobs of every
+            -- key, keys in turn order (the cursor's key, when it goes on, first
+            -- takes the turns it has left); the first v_want of that order, and
+            -- for each the turns of its round its key has had with it.
+            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used)
+            INTO v_got, v_got_keys, v_got_used
+            FROM (SELECT x.id, k.key,
+                         CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
+                              WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
+                              ELSE (x.ord - 1) / k.turn END AS round,
+                         CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn)
+                                  THEN k.turn - least(v_left, k.turn) + x.ord
+                              WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
+                              ELSE (x.ord - 1) % k.turn + 1 END AS used,
+                         k.pos, x.ord
+                  FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
+                       LATERAL (SELECT l.id, row_number() OVER () AS ord
+                                FROM (SELECT j.id
+                                      FROM jobq._job AS j
+                                      WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
+                                        AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                                      ORDER BY j.priority, j.run_at, j.id
+                                      LIMIT least(k.turn * v_rounds,
+                                                  coalesce(v_limit - coalesce((v_running ->> k.key)::integer, 0),
+                                                           k.turn * v_rounds))
+                                      FOR UPDATE SKIP LOCKED) AS l) AS x
+                  ORDER BY 3, k.pos, x.ord
+                  LIMIT v_want) AS c;
         END IF;
-        -- Each key's most urgent due jobs (row-locked, SKIP LOCKED), served
-        -- round by round: round r takes the r-th batch of turn jobs of every
-        -- key, keys in turn order (the cursor's key, when it goes on, first
-        -- takes the turns it has left); the first v_want of that order, and
-        -- for each the turns of its round its key has had with it.
-        SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used)
-        INTO v_got, v_got_keys, v_got_used
-        FROM (SELECT x.id, k.key,
-                     CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
-                          WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
-                          ELSE (x.ord - 1) / k.turn END AS round,
-                     CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn)
-                              THEN k.turn - least(v_left, k.turn) + x.ord
-                          WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
-                          ELSE (x.ord - 1) % k.turn + 1 END AS used,
-                     k.pos, x.ord
-              FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
-                   LATERAL (SELECT l.id, row_number() OVER () AS ord
-                            FROM (SELECT j.id
-                                  FROM jobq._job AS j
-                                  WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
-                                    AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
-                                  ORDER BY j.priority, j.run_at, j.id
-                                  LIMIT least(k.turn * v_rounds,
-                                              coalesce(v_limit - coalesce((v_running ->> k.key)::integer, 0),
-                                                       k.turn * v_rounds))
-                                  FOR UPDATE SKIP LOCKED) AS l) AS x
-              ORDER BY 3, k.pos, x.ord
-              LIMIT v_want) AS c;
         IF v_got IS NULL THEN
             -- None of these keys had a due job free (only scheduled ones, or
             -- locked by other claims): the whole rotation when it was all
