@@ -5,7 +5,7 @@
 -- running jobs of each key. Bad input is a JQ error that changes nothing.
 -- (Many sessions and worker processes: tests/test_fair_queues.py.)
 BEGIN;
-SELECT plan(94);
+SELECT plan(97);
 
 -- The fair keys of the jobs a claim returns, sorted ('-' for a keyless job).
 CREATE FUNCTION pg_temp.claim_keys(p_queue text, p_n int) RETURNS text LANGUAGE sql AS $$
@@ -162,31 +162,38 @@ SELECT is(jobq.reap(), 1, 'reap returns the expired lease');
 SELECT is(pg_temp.claim_keys('rr', 1), 'a', 'and the fair claim finds the job again');
 DELETE FROM jobq._job;
 
--- leases in place: at the head of their key, wherever that is in the claim index
+-- leases in place where reap and the live counts find them, parked elsewhere
 SELECT jobq.configure_queue('ip', fair => true);
 SELECT pg_temp.add('ip', 'big', 2500);
 SELECT pg_temp.add('ip', 'small', 1);
 SELECT is(pg_temp.claim_keys('ip', 2), 'big,small', 'one job of each key');
 SELECT is((SELECT string_agg(fair_key || ':' || parked, ',' ORDER BY fair_key) FROM jobq._job
-           WHERE queue = 'ip' AND status = 'running'), 'big:false,small:false',
-          'a fair queue without per_key_concurrency leases in place (not parked)');
-SELECT is((SELECT count(*)::int FROM jobq._leased_in_place(clock_timestamp()) WHERE queue = 'ip'), 2,
-          'jobq._leased_in_place finds both, the one behind 2,500 jobs of another key too');
+           WHERE queue = 'ip' AND status = 'running'), 'big:false,small:true',
+          'the job at the head of the claim index is leased in place, the one behind 2,500 jobs of another key parked');
+SELECT is((SELECT count(*)::int FROM jobq._leased_in_place(clock_timestamp()) WHERE queue = 'ip'), 1,
+          'jobq._leased_in_place finds the lease in place');
 SELECT is((SELECT running::int FROM jobq.stats WHERE queue = 'ip'), 2, 'jobq.stats counts both running');
 SELECT is((SELECT ready::int FROM jobq.stats WHERE queue = 'ip'), 2499, 'and the others ready');
 UPDATE jobq._job SET lease_expires_at = now() - interval '1 second' WHERE queue = 'ip' AND status = 'running';
 SELECT is(jobq.reap(), 2, 'reap returns both expired leases');
 SELECT is((SELECT count(*)::int FROM jobq._job WHERE queue = 'ip' AND status = 'ready' AND attempts = 1), 2,
           'both ready again, their attempt counted');
-SELECT is(pg_temp.claim_keys('ip', 1), 'big', 'claimed in place again');
+SELECT is(pg_temp.claim_keys('ip', 1), 'big', 'a lease in place again');
 SELECT jobq.configure_queue('ip', per_key_concurrency => 5);
 SELECT is((SELECT bool_and(parked) FROM jobq._job WHERE queue = 'ip' AND status = 'running'), true,
           'per_key_concurrency parks the leases granted in place before (it counts them by the parked index)');
 SELECT jobq.configure_queue('ip', per_key_concurrency => 0);
-SELECT is(pg_temp.claim_keys('ip', 1), 'small', 'in place again without the limit');
 SELECT jobq.configure_queue('ip', fair => false);
 SELECT is((SELECT count(*)::int FROM jobq._job WHERE queue = 'ip' AND status = 'running' AND NOT parked), 0,
           'turning fair off parks the leases a fair claim granted in place');
+SELECT jobq.configure_queue('one', fair => true);
+SELECT pg_temp.add('one', 'solo', 1500);
+SELECT is((SELECT count(*)::int FROM jobq.claim('one', 1000)), 1000, 'a queue of one key: a claim of 1,000');
+SELECT is((SELECT count(*)::int FROM jobq.claim('one', 400)), 400, 'and one of 400');
+SELECT is((SELECT count(*)::int FROM jobq._job WHERE queue = 'one' AND status = 'running' AND NOT parked), 1400,
+          'all in place: one key''s order is the claim index''s');
+SELECT is((SELECT count(*)::int FROM jobq._leased_in_place(clock_timestamp()) WHERE queue = 'one'), 1400,
+          'where jobq._leased_in_place finds every one');
 DELETE FROM jobq._job;
 
 -- a dead job retried comes back with its fair key

@@ -1,8 +1,11 @@
 -- jobq 0.12.0 → 0.13.0. One line per change:
---   fair queues (issue 28): a fair queue without per_key_concurrency leases in place, as the plain path
---     does (a HOT update; they were parked): jobq._claim (its fair branch only); jobq._leased_in_place also
---     walks each fair key's head in jobq._job_fair_idx, so reap and the live counts (stats, queues, workers,
---     metrics, the dashboard) find those leases wherever their key sits in the claim index
+--   fair queues (issue 28): a fair claim without per_key_concurrency leases in place, as the plain path does
+--     (a HOT update; they were all parked), the jobs within the first 1,000 due jobs of the claim index's
+--     most urgent priority, where reap and the live counts (jobq._leased_in_place's walk) find them; the
+--     others are parked: jobq._claim (its fair branch only); jobq._fair_pick (new signature: p_place, and
+--     OUT ids, parked; DROP and CREATE) computes which, also taking one key's jobs, or one job of each of
+--     n keys, without a window or sort, and moving the cursor in one statement; new jobq._fair_window (the
+--     window, kept per session); jobq._pick calls the new _fair_pick
 --   configure_queue: turning fair on locks jobq._job (EXCLUSIVE) while it gives the queue's keyless jobs '', so
 --     that a job enqueued by a transaction committing meanwhile is no longer left out of jobq._job_fair_idx;
 --     enqueue_many decides a job's fair key in its INSERT (was: from settings read before it); turning fair on
@@ -45,153 +48,70 @@ AS $$
     SELECT '0.13.0'::text
 $$;
 COMMENT ON FUNCTION jobq.version() IS 'Installed jobq version (semver text).';
-CREATE OR REPLACE FUNCTION jobq._leased_in_place(p_upto timestamptz)
-RETURNS TABLE (id bigint, queue text)
-LANGUAGE plpgsql STABLE
+DROP FUNCTION jobq._fair_pick(text, integer, jobq._queue);
+CREATE FUNCTION jobq._fair_window(p_queue text, p_refresh boolean) RETURNS bigint[]
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
 SET enable_sort = off
 SET enable_bitmapscan = off
-SET enable_seqscan = off
 AS $$
 DECLARE
-    -- Jobs read per step; a queue's walk ends after this many unleased due
-    -- jobs, counted from the end of the last step that found a lease.
+    -- As jobq._leased_in_place: its walk reads a queue's due jobs this many at a time.
     c_step CONSTANT integer := 1000;
-    -- A fair key's walk ends at its first unleased due job: one index probe
-    -- per key (and priority) with no lease, so a fair queue of 1,000 keys
-    -- costs 1,000 probes.
-    c_key_step CONSTANT integer := 1;
-    v_queue text;
-    v_priority integer;
-    v_after_run_at timestamptz;
-    v_after_id bigint;
-    v_unleased integer;
-    v_step record;
-    v_fair text[];
-    v_found bigint[];
+    -- Where this session keeps a queue's window: a setting per queue.
+    v_name text := 'jobq.fair_window_' || md5(p_queue);
+    v_window bigint[];
+    v_priority integer := -32769;
+    v_edge record;
 BEGIN
-    -- The running jobs that are not parked (fast-path claims lease in
-    -- place), without reading the backlog behind them. Such a lease sits in
-    -- the claim index among the due jobs (run_at <= p_upto), where claims
-    -- take jobs in order: priority, run_at, id. So each queue is walked in
-    -- that order, one priority at a time, c_step jobs per step, and the walk
-    -- ends once c_step due jobs in a row (whole steps) were not leased: claims reach a job
-    -- only after every unleased job ahead of it, so a lease behind more than
-    -- c_step of them (a job enqueued with an older run_at while it ran,
-    -- released, or taken by a claim still in progress) is found once claims
-    -- have caught up with it. Costs one index probe per queue and priority
-    -- reached, and the leases plus at most c_step jobs per queue.
-    -- A fair queue's claim (jobq._fair_pick) leases in place too, from the
-    -- head of each fair key, wherever that key's jobs sit in the claim
-    -- index. So each fair queue is also walked key by key in
-    -- jobq._job_fair_idx (a skip scan: (priority, run_at, id) order within
-    -- a key, one priority at a time, its due jobs only), a key's walk ending
-    -- at c_key_step unleased due jobs in a row: claims of a key take its
-    -- jobs in that order, as claims of a queue do, so a lease behind an
-    -- unleased job of its key (a claim of that key rolled back, a job held
-    -- by hold()) is found once claims of the key have caught up, or by the
-    -- first walk. The leases it finds that the first walk did not are
-    -- added. Costs one index probe per fair key and priority reached, and
-    -- the leases.
-    v_fair := ARRAY(SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
-    FOR v_queue IN
-        WITH RECURSIVE names AS (
-            (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked ORDER BY j.queue LIMIT 1)
-            UNION ALL
-            SELECT (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked AND j.queue > n.queue
-                    ORDER BY j.queue LIMIT 1)
-            FROM names AS n
-            WHERE n.queue IS NOT NULL
-        )
-        SELECT n.queue FROM names AS n WHERE n.queue IS NOT NULL
+    -- The window of p_queue's claim index in which a fair claim may lease
+    -- in place (jobq._fair_pick): the jobs jobq._leased_in_place is sure to
+    -- find, the first c_step due jobs of the most urgent priority that has
+    -- due jobs (the first step of its walk). As {priority, the last job's
+    -- run_at (microseconds since 1970) and id, the half-way job's run_at
+    -- and id}; NULL when the queue has no due job. Kept in this session (a
+    -- setting per queue) and read from the index again when there is none
+    -- or p_refresh: at most c_step index entries.
+    IF NOT p_refresh THEN
+        v_window := string_to_array(nullif(current_setting(v_name, true), ''), ' ')::bigint[];
+        IF v_window IS NOT NULL THEN
+            RETURN v_window;
+        END IF;
+    END IF;
     LOOP
-        v_unleased := 0;
-        v_priority := -32769;
-        v_found := '{}';
-        LOOP
-            SELECT j.priority INTO v_priority
-            FROM jobq._job AS j
-            WHERE j.queue = v_queue AND NOT j.parked AND j.priority > v_priority
-            ORDER BY j.priority
-            LIMIT 1;
-            EXIT WHEN NOT FOUND;
-            v_after_run_at := '-infinity';
-            v_after_id := 0;
-            LOOP
-                SELECT count(*)::integer AS n,
-                       array_agg(h.id) FILTER (WHERE h.status = 'running') AS leased,
-                       max(h.run_at) AS last_run_at,
-                       (array_agg(h.id ORDER BY h.run_at DESC, h.id DESC))[1] AS last_id
-                INTO v_step
-                FROM (SELECT j.id, j.run_at, j.status
-                      FROM jobq._job AS j
-                      WHERE j.queue = v_queue AND j.priority = v_priority AND NOT j.parked
-                        AND j.run_at <= p_upto AND (j.run_at, j.id) > (v_after_run_at, v_after_id)
-                      ORDER BY j.run_at, j.id
-                      LIMIT c_step) AS h;
-                IF v_step.leased IS NOT NULL THEN
-                    RETURN QUERY SELECT u.id, v_queue FROM unnest(v_step.leased) AS u(id);
-                    v_found := v_found || v_step.leased;
-                    v_unleased := 0;
-                ELSE
-                    v_unleased := v_unleased + v_step.n;
-                END IF;
-                EXIT WHEN v_step.n < c_step OR v_unleased >= c_step;
-                v_after_run_at := v_step.last_run_at;
-                v_after_id := v_step.last_id;
-            END LOOP;
-            EXIT WHEN v_unleased >= c_step;
-        END LOOP;
-        CONTINUE WHEN v_queue <> ALL (v_fair);
-        -- A fair queue: each key's head. One index probe per step: the
-        -- next due job of the key and priority while the key's walk goes
-        -- on, else the key's next priority, else the next key.
-        RETURN QUERY
-        WITH RECURSIVE walk(id, fair_key, priority, run_at, leased, unleased) AS (
-            (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status = 'running',
-                    (j.status = 'ready' AND j.run_at <= p_upto)::integer
-             FROM jobq._job AS j
-             WHERE j.queue = v_queue AND j.fair_key IS NOT NULL AND NOT j.parked
-             ORDER BY j.fair_key, j.priority, j.run_at, j.id
-             LIMIT 1)
-            UNION ALL
-            SELECT x.id, x.fair_key, x.priority, x.run_at, x.status = 'running',
-                   CASE WHEN x.status = 'running' THEN 0
-                        ELSE CASE WHEN x.fair_key = w.fair_key THEN w.unleased ELSE 0 END
-                             + (x.status = 'ready' AND x.run_at <= p_upto)::integer END
-            FROM walk AS w,
-                 LATERAL ((SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE w.unleased < c_key_step AND w.run_at <= p_upto
-                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority = w.priority
-                             AND NOT j.parked AND (j.run_at, j.id) > (w.run_at, w.id) AND j.run_at <= p_upto
-                           ORDER BY j.run_at, j.id
-                           LIMIT 1)
-                          UNION ALL
-                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE w.unleased < c_key_step
-                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority > w.priority
-                             AND NOT j.parked
-                           ORDER BY j.priority, j.run_at, j.id
-                           LIMIT 1)
-                          UNION ALL
-                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE j.queue = v_queue AND j.fair_key > w.fair_key AND NOT j.parked
-                           ORDER BY j.fair_key, j.priority, j.run_at, j.id
-                           LIMIT 1)
-                          LIMIT 1) AS x
-        )
-        SELECT w.id, v_queue FROM walk AS w WHERE w.leased AND w.id <> ALL (v_found);
+        SELECT j.priority INTO v_priority
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND NOT j.parked AND j.priority > v_priority
+        ORDER BY j.priority
+        LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        -- In index order (the scan's; no sort).
+        SELECT array_agg(h.run_at) AS run_ats, array_agg(h.id) AS ids
+        INTO v_edge
+        FROM (SELECT j.run_at, j.id
+              FROM jobq._job AS j
+              WHERE j.queue = p_queue AND j.priority = v_priority AND NOT j.parked AND j.run_at <= now()
+              ORDER BY j.run_at, j.id
+              LIMIT c_step) AS h;
+        IF v_edge.ids IS NOT NULL THEN
+            v_window := ARRAY[v_priority,
+                              (extract(epoch FROM v_edge.run_ats[cardinality(v_edge.ids)]) * 1000000)::bigint,
+                              v_edge.ids[cardinality(v_edge.ids)],
+                              (extract(epoch FROM v_edge.run_ats[(cardinality(v_edge.ids) + 1) / 2]) * 1000000)::bigint,
+                              v_edge.ids[(cardinality(v_edge.ids) + 1) / 2]];
+            EXIT;
+        END IF;
     END LOOP;
+    PERFORM set_config(v_name, coalesce(array_to_string(v_window, ' '), ''), false);
+    RETURN v_window;
 END
 $$;
-COMMENT ON FUNCTION jobq._leased_in_place(timestamptz) IS
-    'The running jobs not parked (leased in place by fast-path and fair claims), found by walking each queue''s due jobs in claim order, and each fair key''s, while leases turn up.';
-CREATE OR REPLACE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue) RETURNS bigint[]
+COMMENT ON FUNCTION jobq._fair_window(text, boolean) IS
+    'Where a fair claim may lease in place: the first 1,000 due jobs of the claim index (the first step of jobq._leased_in_place''s walk), kept per session.';
+CREATE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue, p_place boolean,
+                                OUT ids bigint[], OUT parked boolean[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -203,6 +123,16 @@ SET max_parallel_workers_per_gather = 0
 AS $$
 DECLARE
     v_ids bigint[] := '{}';
+    v_parked boolean[] := '{}';
+    v_got_parked boolean[];
+    -- The window where leases may stay in place (jobq._fair_window): its
+    -- priority and last job (NULL: none, every lease is parked).
+    v_window bigint[];
+    v_win_priority integer;
+    v_win_run_at timestamptz;
+    v_win_id bigint;
+    v_head record;
+    v_single boolean := false;   -- one key in the whole queue: leases in place, no window needed
     v_weights jsonb := coalesce(p_settings.fair_weights, '{}');
     v_limit integer := p_settings.per_key_concurrency;
     v_running jsonb := '{}';
@@ -235,15 +165,27 @@ BEGIN
     -- (at most 8 passes of up to p_n keys: more keys in a row without a due
     -- job leave the rest to the next claim, which starts after them);
     -- plans pinned (no sort, bitmap or sequential scan, whatever the
-    -- statistics). Returns the ids in the order served; moves the cursor when it can lock
+    -- statistics). Returns the ids in the order served (ids) and which
+    -- of them to park (parked): with p_place, those outside the window of
+    -- the claim index where jobq._leased_in_place is sure to find a lease in
+    -- place (jobq._fair_window; the others may stay in place, a HOT update);
+    -- without, all of them. Moves the cursor when it can lock
     -- the queue's row (a concurrent claim that cannot leaves it to the other).
+    ids := '{}';
+    parked := '{}';
     IF p_n <= 0 THEN
-        RETURN v_ids;
+        RETURN;
+    END IF;
+    IF p_place THEN
+        v_window := jobq._fair_window(p_queue, false);
+        v_win_priority := v_window[1];
+        v_win_run_at := 'epoch'::timestamptz + v_window[2] * interval '1 microsecond';
+        v_win_id := v_window[3];
     END IF;
     IF v_limit IS NOT NULL THEN
         PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
-            RETURN v_ids;   -- another claimer is counting this queue's keys right now
+            RETURN;   -- another claimer is counting this queue's keys right now
         END IF;
         SELECT coalesce(jsonb_object_agg(r.fair_key, r.n), '{}') INTO v_running
         FROM (SELECT j.fair_key, count(*) AS n
@@ -308,11 +250,23 @@ BEGIN
         END IF;
         IF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) = 1 THEN
             -- One key (every turn 1, no limit): its v_want most urgent due
-            -- jobs, one index scan.
+            -- jobs, one index scan. When the queue has no other key (the
+            -- rotation found none), its order is the claim index's: its
+            -- leases stay in place as a plain claim's do, at the head.
+            IF p_place AND v_pass = 1 AND v_window IS NOT NULL
+               AND (cardinality(v_keys) < v_want
+                    OR NOT EXISTS (SELECT FROM jobq._job AS o
+                                   WHERE o.queue = p_queue AND o.fair_key > v_keys[1] AND NOT o.parked)
+                       AND NOT EXISTS (SELECT FROM jobq._job AS o
+                                       WHERE o.queue = p_queue AND o.fair_key >= '' AND o.fair_key < v_keys[1]
+                                         AND NOT o.parked)) THEN
+                v_single := true;
+            END IF;
             SELECT array_agg(l.id), array_fill(v_keys[1], ARRAY[count(*)::integer]),
-                   array_fill(1, ARRAY[count(*)::integer])
-            INTO v_got, v_got_keys, v_got_used
-            FROM (SELECT j.id
+                   array_fill(1, ARRAY[count(*)::integer]), array_agg(l.park AND NOT v_single)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
+            FROM (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
+                                             AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park
                   FROM jobq._job AS j
                   WHERE j.queue = p_queue AND j.fair_key = v_keys[1] AND NOT j.parked
                     AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -323,10 +277,12 @@ BEGIN
             -- At least v_want keys (every turn 1, no limit): one round, the
             -- most urgent due job of each key, keys in turn order (no window,
             -- no sort of the jobs taken).
-            SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1)
-            INTO v_got, v_got_keys, v_got_used
+            SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1),
+                   array_agg(x.park ORDER BY k.pos)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
             FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos),
-                 LATERAL (SELECT j.id
+                 LATERAL (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
+                                                     AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park
                           FROM jobq._job AS j
                           WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
                             AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -346,8 +302,8 @@ BEGIN
             -- key, keys in turn order (the cursor's key, when it goes on, first
             -- takes the turns it has left); the first v_want of that order, and
             -- for each the turns of its round its key has had with it.
-            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used)
-            INTO v_got, v_got_keys, v_got_used
+            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used), array_agg(c.park)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
             FROM (SELECT x.id, k.key,
                          CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
                               WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
@@ -356,10 +312,13 @@ BEGIN
                                   THEN k.turn - least(v_left, k.turn) + x.ord
                               WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
                               ELSE (x.ord - 1) % k.turn + 1 END AS used,
-                         k.pos, x.ord
+                         k.pos, x.ord, x.park
                   FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
-                       LATERAL (SELECT l.id, row_number() OVER () AS ord
-                                FROM (SELECT j.id
+                       LATERAL (SELECT l.id, l.park, row_number() OVER () AS ord
+                                FROM (SELECT j.id,
+                                             coalesce(NOT (j.priority = v_win_priority
+                                                           AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)),
+                                                      true) AS park
                                       FROM jobq._job AS j
                                       WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
                                         AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -382,6 +341,7 @@ BEGIN
             CONTINUE;
         END IF;
         v_ids := v_ids || v_got;
+        v_parked := v_parked || v_got_parked;
         v_last := v_got_keys[cardinality(v_got_keys)];
         v_used := v_got_used[cardinality(v_got_used)];
         IF v_limit IS NOT NULL THEN
@@ -397,11 +357,134 @@ BEGIN
         FROM (SELECT l.queue FROM jobq._queue AS l WHERE l.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED) AS l
         WHERE q.queue = l.queue;
     END IF;
-    RETURN v_ids;
+    ids := v_ids;
+    parked := v_parked;
+    IF p_place AND v_window IS NOT NULL AND NOT v_single THEN
+        -- Read the window again for the next claims once the head of the
+        -- claim index has passed its half-way job (one probe; at most c_step
+        -- index entries per c_step / 2 jobs claimed), so that claims keep
+        -- taking jobs inside it.
+        SELECT j.run_at, j.id INTO v_head
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND NOT j.parked AND j.priority = v_win_priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT 1;
+        IF NOT FOUND OR (v_head.run_at, v_head.id)
+                        > ('epoch'::timestamptz + v_window[4] * interval '1 microsecond', v_window[5]) THEN
+            PERFORM jobq._fair_window(p_queue, true);
+        END IF;
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue) IS
-    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured).';
+COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue, boolean) IS
+    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured), and which to park.';
+CREATE OR REPLACE FUNCTION jobq._pick(p_queues text[], p_n integer, p_lease interval)
+RETURNS TABLE (id bigint, lease interval, started_at timestamptz)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+    v_queue text;
+    v_slots record;
+    v_names text[] := '{}';
+    v_counted text[] := '{}';   -- every queue of the claim, fair or not
+    v_starts timestamptz[] := '{}';   -- per queue of v_counted: when its jobs start (jobq._queue_slots)
+    v_leases interval[] := '{}';
+    v_allow integer[] := '{}';
+    v_rated text[] := '{}';
+    v_ids bigint[];
+    v_jobs_queues text[];   -- per job of v_ids: its queue
+    v_grouped boolean;
+    v_settings jobq._queue;
+    v_fair_ids bigint[] := '{}';
+    v_fair_leases interval[] := '{}';
+    v_fair_names text[] := '{}';
+    v_got bigint[];
+BEGIN
+    -- The full claim path. Choose (and row-lock) up to p_n ready jobs across
+    -- p_queues, most urgent first, that may start now: the queue is not
+    -- paused, has a free concurrency slot and rate budget, and the job heads
+    -- its serial group. Each queue's budget: jobq._queue_slots. Group heads
+    -- are row-locked (SKIP LOCKED) and re-checked after the locks
+    -- (jobq._group_heads_only). A group's order is among its due jobs: a member scheduled for
+    -- later that never started does not hold back the members after it (a
+    -- retry waiting for its backoff, a snoozed or a waiting member does),
+    -- and one that goes ahead also locks the group's oldest member
+    -- (jobq._lock_group_head), so that no two members ever run at once. The
+    -- jobs this path leases are parked, so the count of a queue's
+    -- running jobs is an index scan (waiting jobs are parked too, and
+    -- skipped). Fair queues are served by jobq._fair_pick (round-robin
+    -- across their fair keys), ahead of the claim's other queues. Returns
+    -- each job's start time: its queue's, read after that queue's lock, at
+    -- which the starts of a rate-limited queue are counted and recorded;
+    -- the caller stamps it on the job (started_at), so that the rate limit
+    -- holds over the jobs' own start times. Plans pinned as
+    -- jobq._claim's (no sort, no bitmap scan of the backlog).
+    PERFORM jobq._check_claim_args(p_queues, p_n, p_lease);
+    FOR v_queue IN SELECT DISTINCT ON (u.name) u.name FROM unnest(p_queues) WITH ORDINALITY AS u(name, ord)
+                   ORDER BY u.name, u.ord LOOP
+        v_slots := jobq._queue_slots(p_queue => v_queue, p_n => p_n);
+        IF v_slots.rated THEN
+            v_rated := v_rated || v_queue;
+        END IF;
+        v_counted := v_counted || v_queue;
+        v_starts := v_starts || v_slots.counted_at;
+        v_settings := jobq._settings(v_queue);
+        IF v_settings.fair THEN
+            -- A fair queue: round-robin across its keys (jobq._fair_pick),
+            -- before the other queues of the claim, within its slots.
+            v_got := (jobq._fair_pick(p_queue => v_queue,
+                                      p_n => least(v_slots.slots, p_n - cardinality(v_fair_ids)),
+                                      p_settings => v_settings, p_place => false)).ids;
+            v_fair_ids := v_fair_ids || v_got;
+            v_fair_leases := v_fair_leases || array_fill(coalesce(p_lease, v_slots.lease), ARRAY[cardinality(v_got)]);
+            v_fair_names := v_fair_names || array_fill(v_queue, ARRAY[cardinality(v_got)]);
+            CONTINUE;
+        END IF;
+        v_names := v_names || v_queue;
+        v_leases := v_leases || coalesce(p_lease, v_slots.lease);
+        v_allow := v_allow || v_slots.slots;
+    END LOOP;
+
+    IF cardinality(v_names) > 0 AND cardinality(v_fair_ids) < p_n THEN
+        SELECT c.ids, c.leases, c.queues, c.grouped INTO v_ids, v_leases, v_jobs_queues, v_grouped
+        FROM jobq._pick_candidates(p_names => v_names, p_slots => v_allow, p_leases => v_leases,
+                                   p_n => p_n - cardinality(v_fair_ids)) AS c;
+    ELSE
+        v_ids := NULL;
+        v_leases := NULL;
+        v_jobs_queues := NULL;
+        v_grouped := false;
+    END IF;
+
+    IF v_grouped THEN
+        SELECT g.ids, g.leases, g.queues INTO v_ids, v_leases, v_jobs_queues
+        FROM jobq._group_heads_only(p_ids => v_ids, p_leases => v_leases, p_queues => v_jobs_queues) AS g;
+    END IF;
+
+    v_ids := v_fair_ids || coalesce(v_ids, '{}');
+    v_leases := v_fair_leases || coalesce(v_leases, '{}');
+    v_jobs_queues := v_fair_names || coalesce(v_jobs_queues, '{}');
+
+    IF cardinality(v_rated) > 0 THEN
+        INSERT INTO jobq._rate_start (queue, started_at, n)
+        SELECT r.queue, v_starts[array_position(v_counted, r.queue)], count(*)
+        FROM unnest(v_jobs_queues) AS r(queue)
+        WHERE r.queue = ANY (v_rated)
+        GROUP BY r.queue;
+    END IF;
+
+    RETURN QUERY
+    SELECT u.id, u.lease, v_starts[array_position(v_counted, u.queue)]
+    FROM unnest(v_ids, v_leases, v_jobs_queues) AS u(id, lease, queue);
+END
+$$;
+COMMENT ON FUNCTION jobq._pick(text[], integer, interval) IS
+    'Row-locks up to n ready jobs that may start now (pause, concurrency, rate limit, serial groups honoured).';
 CREATE OR REPLACE FUNCTION jobq._claim(p_queues text[], p_n integer, p_worker text, p_lease interval)
 RETURNS SETOF jobq.job
 LANGUAGE plpgsql
@@ -462,14 +545,15 @@ BEGIN
         IF v_fair.fair AND NOT v_fair.paused AND v_fair.concurrency IS NULL AND v_fair.rate_limit IS NULL THEN
             -- One fair queue without queue limits: round-robin across its
             -- fair keys (jobq._fair_pick), straight. Its leases stay in
-            -- place (a HOT update, as on the plain path): jobq._leased_in_place
-            -- finds them at the head of their key in jobq._job_fair_idx,
-            -- wherever that is in the claim index. With per_key_concurrency
-            -- they are parked: the running jobs per key are counted by the
-            -- parked index.
-            v_ids := jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair);
+            -- place (a HOT update, as on the plain path) where reap and the
+            -- live counts find them, near the head of the claim index
+            -- (jobq._fair_window); the others are parked, and all of them
+            -- with per_key_concurrency (running jobs per key are counted by
+            -- the parked index).
+            SELECT f.ids, f.parked INTO v_ids, v_parked
+            FROM jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair,
+                                 p_place => v_fair.per_key_concurrency IS NULL) AS f;
             v_leases := array_fill(coalesce(p_lease, v_fair.lease), ARRAY[cardinality(v_ids)]);
-            v_parked := array_fill(v_fair.per_key_concurrency IS NOT NULL, ARRAY[cardinality(v_ids)]);
         ELSE
             -- Limits, pause, serial groups or fair queues among others:
             -- jobq._pick counts and locks. These leases are parked at once:

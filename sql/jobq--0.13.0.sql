@@ -1306,7 +1306,8 @@ $$;
 COMMENT ON FUNCTION jobq._check_fair_weights(jsonb) IS
     'Raises JQ012 unless fair_weights is NULL or an object of fair keys to whole-number weights 1..1000.';
 
-CREATE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue) RETURNS bigint[]
+CREATE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue, p_place boolean,
+                                OUT ids bigint[], OUT parked boolean[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -1318,6 +1319,16 @@ SET max_parallel_workers_per_gather = 0
 AS $$
 DECLARE
     v_ids bigint[] := '{}';
+    v_parked boolean[] := '{}';
+    v_got_parked boolean[];
+    -- The window where leases may stay in place (jobq._fair_window): its
+    -- priority and last job (NULL: none, every lease is parked).
+    v_window bigint[];
+    v_win_priority integer;
+    v_win_run_at timestamptz;
+    v_win_id bigint;
+    v_head record;
+    v_single boolean := false;   -- one key in the whole queue: leases in place, no window needed
     v_weights jsonb := coalesce(p_settings.fair_weights, '{}');
     v_limit integer := p_settings.per_key_concurrency;
     v_running jsonb := '{}';
@@ -1350,15 +1361,27 @@ BEGIN
     -- (at most 8 passes of up to p_n keys: more keys in a row without a due
     -- job leave the rest to the next claim, which starts after them);
     -- plans pinned (no sort, bitmap or sequential scan, whatever the
-    -- statistics). Returns the ids in the order served; moves the cursor when it can lock
+    -- statistics). Returns the ids in the order served (ids) and which
+    -- of them to park (parked): with p_place, those outside the window of
+    -- the claim index where jobq._leased_in_place is sure to find a lease in
+    -- place (jobq._fair_window; the others may stay in place, a HOT update);
+    -- without, all of them. Moves the cursor when it can lock
     -- the queue's row (a concurrent claim that cannot leaves it to the other).
+    ids := '{}';
+    parked := '{}';
     IF p_n <= 0 THEN
-        RETURN v_ids;
+        RETURN;
+    END IF;
+    IF p_place THEN
+        v_window := jobq._fair_window(p_queue, false);
+        v_win_priority := v_window[1];
+        v_win_run_at := 'epoch'::timestamptz + v_window[2] * interval '1 microsecond';
+        v_win_id := v_window[3];
     END IF;
     IF v_limit IS NOT NULL THEN
         PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
-            RETURN v_ids;   -- another claimer is counting this queue's keys right now
+            RETURN;   -- another claimer is counting this queue's keys right now
         END IF;
         SELECT coalesce(jsonb_object_agg(r.fair_key, r.n), '{}') INTO v_running
         FROM (SELECT j.fair_key, count(*) AS n
@@ -1423,11 +1446,23 @@ BEGIN
         END IF;
         IF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) = 1 THEN
             -- One key (every turn 1, no limit): its v_want most urgent due
-            -- jobs, one index scan.
+            -- jobs, one index scan. When the queue has no other key (the
+            -- rotation found none), its order is the claim index's: its
+            -- leases stay in place as a plain claim's do, at the head.
+            IF p_place AND v_pass = 1 AND v_window IS NOT NULL
+               AND (cardinality(v_keys) < v_want
+                    OR NOT EXISTS (SELECT FROM jobq._job AS o
+                                   WHERE o.queue = p_queue AND o.fair_key > v_keys[1] AND NOT o.parked)
+                       AND NOT EXISTS (SELECT FROM jobq._job AS o
+                                       WHERE o.queue = p_queue AND o.fair_key >= '' AND o.fair_key < v_keys[1]
+                                         AND NOT o.parked)) THEN
+                v_single := true;
+            END IF;
             SELECT array_agg(l.id), array_fill(v_keys[1], ARRAY[count(*)::integer]),
-                   array_fill(1, ARRAY[count(*)::integer])
-            INTO v_got, v_got_keys, v_got_used
-            FROM (SELECT j.id
+                   array_fill(1, ARRAY[count(*)::integer]), array_agg(l.park AND NOT v_single)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
+            FROM (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
+                                             AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park
                   FROM jobq._job AS j
                   WHERE j.queue = p_queue AND j.fair_key = v_keys[1] AND NOT j.parked
                     AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -1438,10 +1473,12 @@ BEGIN
             -- At least v_want keys (every turn 1, no limit): one round, the
             -- most urgent due job of each key, keys in turn order (no window,
             -- no sort of the jobs taken).
-            SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1)
-            INTO v_got, v_got_keys, v_got_used
+            SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1),
+                   array_agg(x.park ORDER BY k.pos)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
             FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos),
-                 LATERAL (SELECT j.id
+                 LATERAL (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
+                                                     AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park
                           FROM jobq._job AS j
                           WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
                             AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -1461,8 +1498,8 @@ BEGIN
             -- key, keys in turn order (the cursor's key, when it goes on, first
             -- takes the turns it has left); the first v_want of that order, and
             -- for each the turns of its round its key has had with it.
-            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used)
-            INTO v_got, v_got_keys, v_got_used
+            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used), array_agg(c.park)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
             FROM (SELECT x.id, k.key,
                          CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
                               WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
@@ -1471,10 +1508,13 @@ BEGIN
                                   THEN k.turn - least(v_left, k.turn) + x.ord
                               WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
                               ELSE (x.ord - 1) % k.turn + 1 END AS used,
-                         k.pos, x.ord
+                         k.pos, x.ord, x.park
                   FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
-                       LATERAL (SELECT l.id, row_number() OVER () AS ord
-                                FROM (SELECT j.id
+                       LATERAL (SELECT l.id, l.park, row_number() OVER () AS ord
+                                FROM (SELECT j.id,
+                                             coalesce(NOT (j.priority = v_win_priority
+                                                           AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)),
+                                                      true) AS park
                                       FROM jobq._job AS j
                                       WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
                                         AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -1497,6 +1537,7 @@ BEGIN
             CONTINUE;
         END IF;
         v_ids := v_ids || v_got;
+        v_parked := v_parked || v_got_parked;
         v_last := v_got_keys[cardinality(v_got_keys)];
         v_used := v_got_used[cardinality(v_got_used)];
         IF v_limit IS NOT NULL THEN
@@ -1512,11 +1553,89 @@ BEGIN
         FROM (SELECT l.queue FROM jobq._queue AS l WHERE l.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED) AS l
         WHERE q.queue = l.queue;
     END IF;
-    RETURN v_ids;
+    ids := v_ids;
+    parked := v_parked;
+    IF p_place AND v_window IS NOT NULL AND NOT v_single THEN
+        -- Read the window again for the next claims once the head of the
+        -- claim index has passed its half-way job (one probe; at most c_step
+        -- index entries per c_step / 2 jobs claimed), so that claims keep
+        -- taking jobs inside it.
+        SELECT j.run_at, j.id INTO v_head
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND NOT j.parked AND j.priority = v_win_priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT 1;
+        IF NOT FOUND OR (v_head.run_at, v_head.id)
+                        > ('epoch'::timestamptz + v_window[4] * interval '1 microsecond', v_window[5]) THEN
+            PERFORM jobq._fair_window(p_queue, true);
+        END IF;
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue) IS
-    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured).';
+COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue, boolean) IS
+    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured), and which to park.';
+
+CREATE FUNCTION jobq._fair_window(p_queue text, p_refresh boolean) RETURNS bigint[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+    -- As jobq._leased_in_place: its walk reads a queue's due jobs this many at a time.
+    c_step CONSTANT integer := 1000;
+    -- Where this session keeps a queue's window: a setting per queue.
+    v_name text := 'jobq.fair_window_' || md5(p_queue);
+    v_window bigint[];
+    v_priority integer := -32769;
+    v_edge record;
+BEGIN
+    -- The window of p_queue's claim index in which a fair claim may lease
+    -- in place (jobq._fair_pick): the jobs jobq._leased_in_place is sure to
+    -- find, the first c_step due jobs of the most urgent priority that has
+    -- due jobs (the first step of its walk). As {priority, the last job's
+    -- run_at (microseconds since 1970) and id, the half-way job's run_at
+    -- and id}; NULL when the queue has no due job. Kept in this session (a
+    -- setting per queue) and read from the index again when there is none
+    -- or p_refresh: at most c_step index entries.
+    IF NOT p_refresh THEN
+        v_window := string_to_array(nullif(current_setting(v_name, true), ''), ' ')::bigint[];
+        IF v_window IS NOT NULL THEN
+            RETURN v_window;
+        END IF;
+    END IF;
+    LOOP
+        SELECT j.priority INTO v_priority
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND NOT j.parked AND j.priority > v_priority
+        ORDER BY j.priority
+        LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        -- In index order (the scan's; no sort).
+        SELECT array_agg(h.run_at) AS run_ats, array_agg(h.id) AS ids
+        INTO v_edge
+        FROM (SELECT j.run_at, j.id
+              FROM jobq._job AS j
+              WHERE j.queue = p_queue AND j.priority = v_priority AND NOT j.parked AND j.run_at <= now()
+              ORDER BY j.run_at, j.id
+              LIMIT c_step) AS h;
+        IF v_edge.ids IS NOT NULL THEN
+            v_window := ARRAY[v_priority,
+                              (extract(epoch FROM v_edge.run_ats[cardinality(v_edge.ids)]) * 1000000)::bigint,
+                              v_edge.ids[cardinality(v_edge.ids)],
+                              (extract(epoch FROM v_edge.run_ats[(cardinality(v_edge.ids) + 1) / 2]) * 1000000)::bigint,
+                              v_edge.ids[(cardinality(v_edge.ids) + 1) / 2]];
+            EXIT;
+        END IF;
+    END LOOP;
+    PERFORM set_config(v_name, coalesce(array_to_string(v_window, ' '), ''), false);
+    RETURN v_window;
+END
+$$;
+COMMENT ON FUNCTION jobq._fair_window(text, boolean) IS
+    'Where a fair claim may lease in place: the first 1,000 due jobs of the claim index (the first step of jobq._leased_in_place''s walk), kept per session.';
 
 CREATE FUNCTION jobq._finish_lean(p_ids bigint[], p_lease_tokens uuid[], p_held boolean,
                                   OUT ids bigint[], OUT wake text[], OUT parents bigint[], OUT watched bigint[])
@@ -3187,9 +3306,9 @@ BEGIN
         IF v_settings.fair THEN
             -- A fair queue: round-robin across its keys (jobq._fair_pick),
             -- before the other queues of the claim, within its slots.
-            v_got := jobq._fair_pick(p_queue => v_queue,
-                                     p_n => least(v_slots.slots, p_n - cardinality(v_fair_ids)),
-                                     p_settings => v_settings);
+            v_got := (jobq._fair_pick(p_queue => v_queue,
+                                      p_n => least(v_slots.slots, p_n - cardinality(v_fair_ids)),
+                                      p_settings => v_settings, p_place => false)).ids;
             v_fair_ids := v_fair_ids || v_got;
             v_fair_leases := v_fair_leases || array_fill(coalesce(p_lease, v_slots.lease), ARRAY[cardinality(v_got)]);
             v_fair_names := v_fair_names || array_fill(v_queue, ARRAY[cardinality(v_got)]);
@@ -3324,18 +3443,12 @@ DECLARE
     -- Jobs read per step; a queue's walk ends after this many unleased due
     -- jobs, counted from the end of the last step that found a lease.
     c_step CONSTANT integer := 1000;
-    -- A fair key's walk ends at its first unleased due job: one index probe
-    -- per key (and priority) with no lease, so a fair queue of 1,000 keys
-    -- costs 1,000 probes.
-    c_key_step CONSTANT integer := 1;
     v_queue text;
     v_priority integer;
     v_after_run_at timestamptz;
     v_after_id bigint;
     v_unleased integer;
     v_step record;
-    v_fair text[];
-    v_found bigint[];
 BEGIN
     -- The running jobs that are not parked (fast-path claims lease in
     -- place), without reading the backlog behind them. Such a lease sits in
@@ -3348,19 +3461,6 @@ BEGIN
     -- released, or taken by a claim still in progress) is found once claims
     -- have caught up with it. Costs one index probe per queue and priority
     -- reached, and the leases plus at most c_step jobs per queue.
-    -- A fair queue's claim (jobq._fair_pick) leases in place too, from the
-    -- head of each fair key, wherever that key's jobs sit in the claim
-    -- index. So each fair queue is also walked key by key in
-    -- jobq._job_fair_idx (a skip scan: (priority, run_at, id) order within
-    -- a key, one priority at a time, its due jobs only), a key's walk ending
-    -- at c_key_step unleased due jobs in a row: claims of a key take its
-    -- jobs in that order, as claims of a queue do, so a lease behind an
-    -- unleased job of its key (a claim of that key rolled back, a job held
-    -- by hold()) is found once claims of the key have caught up, or by the
-    -- first walk. The leases it finds that the first walk did not are
-    -- added. Costs one index probe per fair key and priority reached, and
-    -- the leases.
-    v_fair := ARRAY(SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
     FOR v_queue IN
         WITH RECURSIVE names AS (
             (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked ORDER BY j.queue LIMIT 1)
@@ -3374,7 +3474,6 @@ BEGIN
     LOOP
         v_unleased := 0;
         v_priority := -32769;
-        v_found := '{}';
         LOOP
             SELECT j.priority INTO v_priority
             FROM jobq._job AS j
@@ -3398,7 +3497,6 @@ BEGIN
                       LIMIT c_step) AS h;
                 IF v_step.leased IS NOT NULL THEN
                     RETURN QUERY SELECT u.id, v_queue FROM unnest(v_step.leased) AS u(id);
-                    v_found := v_found || v_step.leased;
                     v_unleased := 0;
                 ELSE
                     v_unleased := v_unleased + v_step.n;
@@ -3409,53 +3507,11 @@ BEGIN
             END LOOP;
             EXIT WHEN v_unleased >= c_step;
         END LOOP;
-        CONTINUE WHEN v_queue <> ALL (v_fair);
-        -- A fair queue: each key's head. One index probe per step: the
-        -- next due job of the key and priority while the key's walk goes
-        -- on, else the key's next priority, else the next key.
-        RETURN QUERY
-        WITH RECURSIVE walk(id, fair_key, priority, run_at, leased, unleased) AS (
-            (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status = 'running',
-                    (j.status = 'ready' AND j.run_at <= p_upto)::integer
-             FROM jobq._job AS j
-             WHERE j.queue = v_queue AND j.fair_key IS NOT NULL AND NOT j.parked
-             ORDER BY j.fair_key, j.priority, j.run_at, j.id
-             LIMIT 1)
-            UNION ALL
-            SELECT x.id, x.fair_key, x.priority, x.run_at, x.status = 'running',
-                   CASE WHEN x.status = 'running' THEN 0
-                        ELSE CASE WHEN x.fair_key = w.fair_key THEN w.unleased ELSE 0 END
-                             + (x.status = 'ready' AND x.run_at <= p_upto)::integer END
-            FROM walk AS w,
-                 LATERAL ((SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE w.unleased < c_key_step AND w.run_at <= p_upto
-                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority = w.priority
-                             AND NOT j.parked AND (j.run_at, j.id) > (w.run_at, w.id) AND j.run_at <= p_upto
-                           ORDER BY j.run_at, j.id
-                           LIMIT 1)
-                          UNION ALL
-                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE w.unleased < c_key_step
-                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority > w.priority
-                             AND NOT j.parked
-                           ORDER BY j.priority, j.run_at, j.id
-                           LIMIT 1)
-                          UNION ALL
-                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE j.queue = v_queue AND j.fair_key > w.fair_key AND NOT j.parked
-                           ORDER BY j.fair_key, j.priority, j.run_at, j.id
-                           LIMIT 1)
-                          LIMIT 1) AS x
-        )
-        SELECT w.id, v_queue FROM walk AS w WHERE w.leased AND w.id <> ALL (v_found);
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION jobq._leased_in_place(timestamptz) IS
-    'The running jobs not parked (leased in place by fast-path and fair claims), found by walking each queue''s due jobs in claim order, and each fair key''s, while leases turn up.';
+    'The running jobs not parked (leased in place by fast-path claims), found by walking each queue''s due jobs in claim order while leases turn up.';
 
 CREATE FUNCTION jobq._running()
 RETURNS TABLE (id bigint, queue text, worker text, started_at timestamptz, heartbeat_at timestamptz,
@@ -4061,14 +4117,15 @@ BEGIN
         IF v_fair.fair AND NOT v_fair.paused AND v_fair.concurrency IS NULL AND v_fair.rate_limit IS NULL THEN
             -- One fair queue without queue limits: round-robin across its
             -- fair keys (jobq._fair_pick), straight. Its leases stay in
-            -- place (a HOT update, as on the plain path): jobq._leased_in_place
-            -- finds them at the head of their key in jobq._job_fair_idx,
-            -- wherever that is in the claim index. With per_key_concurrency
-            -- they are parked: the running jobs per key are counted by the
-            -- parked index.
-            v_ids := jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair);
+            -- place (a HOT update, as on the plain path) where reap and the
+            -- live counts find them, near the head of the claim index
+            -- (jobq._fair_window); the others are parked, and all of them
+            -- with per_key_concurrency (running jobs per key are counted by
+            -- the parked index).
+            SELECT f.ids, f.parked INTO v_ids, v_parked
+            FROM jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair,
+                                 p_place => v_fair.per_key_concurrency IS NULL) AS f;
             v_leases := array_fill(coalesce(p_lease, v_fair.lease), ARRAY[cardinality(v_ids)]);
-            v_parked := array_fill(v_fair.per_key_concurrency IS NOT NULL, ARRAY[cardinality(v_ids)]);
         ELSE
             -- Limits, pause, serial groups or fair queues among others:
             -- jobq._pick counts and locks. These leases are parked at once:

@@ -12,10 +12,10 @@
   configure_queue(fair=, fair_weights=, per_key_concurrency=), and their
   bad input: typed errors that change nothing;
 - the dashboard's table of a fair queue's keys;
-- leases in place: reap and the live counts find a fair claim's lease at the
-  head of its key, however many jobs of other keys are ahead of it in the
-  claim index; and a job enqueued without a key by a transaction that
-  commits while configure_queue turns the queue fair is claimed.
+- leases: reap and the live counts find a fair claim's lease, in place or
+  parked, however many jobs of other keys are ahead of it in the claim
+  index; and a job enqueued without a key by a transaction that commits
+  while configure_queue turns the queue fair is claimed.
 
 Orders are read from the queue's history (the archive's started_at and
 finished_at, database time), not from the handler.
@@ -222,11 +222,12 @@ def test_per_key_concurrency_holds_under_8_racing_claimers(conn: Conn, dsn: str)
 
 # --- leases in place, wherever their key sits in the claim index (issue 28 §2) ------------------
 
-def test_reap_and_the_counts_find_an_in_place_fair_lease_behind_another_keys_backlog(conn: Conn) -> None:
-    # Key "big" first, with more jobs than the walk of the claim index reads
-    # (steps of 1,000, until a whole step has no lease): key "small"'s job
-    # sits behind all of them in the claim index, at the head of its own key. A fair claim of 2 leases
-    # both heads, in place; reap and every live count must find both.
+def test_reap_and_the_counts_find_a_fair_lease_behind_another_keys_backlog(conn: Conn) -> None:
+    # Key "big" first, with more jobs than the first step of the walk that
+    # finds leases in place (1,000 of the claim index): key "small"'s job
+    # sits behind all of them in the claim index, at the head of its own key.
+    # A fair claim of 2 leases both heads; reap and every live count must
+    # find both, whether leased in place (a HOT update) or parked.
     conn.execute("SELECT jobq.configure_queue('inplace', fair => true)")
     enqueue_keys(conn, "inplace", "big", 2_500)
     enqueue_keys(conn, "inplace", "small", 1)
@@ -234,7 +235,6 @@ def test_reap_and_the_counts_find_an_in_place_fair_lease_behind_another_keys_bac
     ids = [int(r[0]) for r in claimed]
     state = "SELECT fair_key, status, parked, attempts FROM jobq._job WHERE id = ANY (%s) ORDER BY fair_key"
     leased = conn.execute(state, (ids,)).fetchall()
-    assert leased == [("big", "running", False, 1), ("small", "running", False, 1)], "in place"
     assert scalar(conn, "SELECT running FROM jobq.stats WHERE queue = 'inplace'") == 2
     assert scalar(conn, "SELECT jobs FROM jobq.workers WHERE worker = 'w1'") == 2
     assert scalar(conn, "SELECT running FROM jobq.fair_keys"
@@ -244,6 +244,8 @@ def test_reap_and_the_counts_find_an_in_place_fair_lease_behind_another_keys_bac
     assert scalar(conn, "SELECT jobq.reap()") == 2, "reap returned both expired leases"
     back = conn.execute(state, (ids,)).fetchall()
     assert back == [("big", "ready", False, 1), ("small", "ready", False, 1)]
+    # How: the head of the claim index leased in place, the job far behind it parked.
+    assert leased == [("big", "running", False, 1), ("small", "running", True, 1)]
 
 
 def test_a_keyless_job_committed_while_the_queue_turns_fair_is_claimed(conn: Conn, dsn: str) -> None:

@@ -149,7 +149,11 @@ def test_a_fair_claim_reads_the_fair_index_key_by_key(db: Conn) -> None:
     assert lock, describe(plans)
     scans = [n for p in lock for n in p.scans_of("_job")]
     assert scans and all(n.kind == "Index Scan" and n.index == "_job_fair_idx" for n in scans), describe(lock)
-    assert_never_over_the_backlog(plans, most=BATCH)
+    assert_never_over_the_backlog(lock, most=BATCH)
+    # Besides: where its leases may stay in place (jobq._fair_window, read
+    # once per session and then every 500 jobs claimed): the first step of
+    # the walk that finds leases in place, 1,000 jobs of the claim index.
+    assert_never_over_the_backlog(plans, most=WALK_STEP)
 
 
 def test_complete_many_finds_its_jobs_by_primary_key(db: Conn) -> None:
@@ -213,19 +217,17 @@ def test_reap_with_nothing_expired_reads_no_backlog(db: Conn) -> None:
     assert {"_job_claim_idx", "_job_parked_expiry_idx"} <= indexes, describe(plans)
 
 
-def test_reap_finds_in_place_fair_leases_by_a_probe_per_key(db: Conn) -> None:
-    """A fair claim leases in place (issue 28): reap walks each fair key's
-    head in the fair index, one probe per key (no sequential scan, no scan
-    returning more than the walk's step), besides the claim index's head."""
+def test_reap_after_a_fair_claim_reads_no_backlog(db: Conn) -> None:
+    """A fair claim leases in place only where reap's walk of the claim
+    index finds the leases (issue 28): reap reads the same as after a plain
+    claim, never the fair index key by key."""
     claimed_fair = ("CREATE TEMP TABLE claimed ON COMMIT DROP AS SELECT * FROM jobq.claim('fq', %s, 'plans')",
                     (BATCH,))
     plans = plans_of(db, [claimed_fair, ("SELECT jobq.reap()", ())])
     assert_never_over_the_backlog(plans, most=WALK_STEP)
-    fair_reads = [n for p in plans if "jobq.reap" not in p.query and "WITH RECURSIVE walk" in p.query
-                  for n in p.scans_of("_job")]
-    assert fair_reads and {n.index for n in fair_reads} == {"_job_fair_idx"}, describe(plans)
-    # The leases plus about one probe per key: never the fair queue's backlog.
-    assert sum(n.rows * n.loops for n in fair_reads) <= 2 * FAIR_KEYS + BATCH, describe(plans)
+    indexes = {n.index for p in plans for n in p.scans_of("_job")}
+    assert {"_job_claim_idx", "_job_parked_expiry_idx"} <= indexes, describe(plans)
+    assert "_job_fair_idx" not in indexes, describe(plans)
 
 
 VIEWS = {

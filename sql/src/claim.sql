@@ -62,14 +62,15 @@ BEGIN
         IF v_fair.fair AND NOT v_fair.paused AND v_fair.concurrency IS NULL AND v_fair.rate_limit IS NULL THEN
             -- One fair queue without queue limits: round-robin across its
             -- fair keys (jobq._fair_pick), straight. Its leases stay in
-            -- place (a HOT update, as on the plain path): jobq._leased_in_place
-            -- finds them at the head of their key in jobq._job_fair_idx,
-            -- wherever that is in the claim index. With per_key_concurrency
-            -- they are parked: the running jobs per key are counted by the
-            -- parked index.
-            v_ids := jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair);
+            -- place (a HOT update, as on the plain path) where reap and the
+            -- live counts find them, near the head of the claim index
+            -- (jobq._fair_window); the others are parked, and all of them
+            -- with per_key_concurrency (running jobs per key are counted by
+            -- the parked index).
+            SELECT f.ids, f.parked INTO v_ids, v_parked
+            FROM jobq._fair_pick(p_queue => p_queues[1], p_n => p_n, p_settings => v_fair,
+                                 p_place => v_fair.per_key_concurrency IS NULL) AS f;
             v_leases := array_fill(coalesce(p_lease, v_fair.lease), ARRAY[cardinality(v_ids)]);
-            v_parked := array_fill(v_fair.per_key_concurrency IS NOT NULL, ARRAY[cardinality(v_ids)]);
         ELSE
             -- Limits, pause, serial groups or fair queues among others:
             -- jobq._pick counts and locks. These leases are parked at once:

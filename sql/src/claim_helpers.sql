@@ -377,9 +377,9 @@ BEGIN
         IF v_settings.fair THEN
             -- A fair queue: round-robin across its keys (jobq._fair_pick),
             -- before the other queues of the claim, within its slots.
-            v_got := jobq._fair_pick(p_queue => v_queue,
-                                     p_n => least(v_slots.slots, p_n - cardinality(v_fair_ids)),
-                                     p_settings => v_settings);
+            v_got := (jobq._fair_pick(p_queue => v_queue,
+                                      p_n => least(v_slots.slots, p_n - cardinality(v_fair_ids)),
+                                      p_settings => v_settings, p_place => false)).ids;
             v_fair_ids := v_fair_ids || v_got;
             v_fair_leases := v_fair_leases || array_fill(coalesce(p_lease, v_slots.lease), ARRAY[cardinality(v_got)]);
             v_fair_names := v_fair_names || array_fill(v_queue, ARRAY[cardinality(v_got)]);

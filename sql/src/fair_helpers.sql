@@ -102,7 +102,8 @@ $$;
 COMMENT ON FUNCTION jobq._check_fair_weights(jsonb) IS
     'Raises JQ012 unless fair_weights is NULL or an object of fair keys to whole-number weights 1..1000.';
 
-CREATE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue) RETURNS bigint[]
+CREATE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue, p_place boolean,
+                                OUT ids bigint[], OUT parked boolean[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
@@ -114,6 +115,16 @@ SET max_parallel_workers_per_gather = 0
 AS $$
 DECLARE
     v_ids bigint[] := '{}';
+    v_parked boolean[] := '{}';
+    v_got_parked boolean[];
+    -- The window where leases may stay in place (jobq._fair_window): its
+    -- priority and last job (NULL: none, every lease is parked).
+    v_window bigint[];
+    v_win_priority integer;
+    v_win_run_at timestamptz;
+    v_win_id bigint;
+    v_head record;
+    v_single boolean := false;   -- one key in the whole queue: leases in place, no window needed
     v_weights jsonb := coalesce(p_settings.fair_weights, '{}');
     v_limit integer := p_settings.per_key_concurrency;
     v_running jsonb := '{}';
@@ -146,15 +157,27 @@ BEGIN
     -- (at most 8 passes of up to p_n keys: more keys in a row without a due
     -- job leave the rest to the next claim, which starts after them);
     -- plans pinned (no sort, bitmap or sequential scan, whatever the
-    -- statistics). Returns the ids in the order served; moves the cursor when it can lock
+    -- statistics). Returns the ids in the order served (ids) and which
+    -- of them to park (parked): with p_place, those outside the window of
+    -- the claim index where jobq._leased_in_place is sure to find a lease in
+    -- place (jobq._fair_window; the others may stay in place, a HOT update);
+    -- without, all of them. Moves the cursor when it can lock
     -- the queue's row (a concurrent claim that cannot leaves it to the other).
+    ids := '{}';
+    parked := '{}';
     IF p_n <= 0 THEN
-        RETURN v_ids;
+        RETURN;
+    END IF;
+    IF p_place THEN
+        v_window := jobq._fair_window(p_queue, false);
+        v_win_priority := v_window[1];
+        v_win_run_at := 'epoch'::timestamptz + v_window[2] * interval '1 microsecond';
+        v_win_id := v_window[3];
     END IF;
     IF v_limit IS NOT NULL THEN
         PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
-            RETURN v_ids;   -- another claimer is counting this queue's keys right now
+            RETURN;   -- another claimer is counting this queue's keys right now
         END IF;
         SELECT coalesce(jsonb_object_agg(r.fair_key, r.n), '{}') INTO v_running
         FROM (SELECT j.fair_key, count(*) AS n
@@ -219,11 +242,23 @@ BEGIN
         END IF;
         IF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) = 1 THEN
             -- One key (every turn 1, no limit): its v_want most urgent due
-            -- jobs, one index scan.
+            -- jobs, one index scan. When the queue has no other key (the
+            -- rotation found none), its order is the claim index's: its
+            -- leases stay in place as a plain claim's do, at the head.
+            IF p_place AND v_pass = 1 AND v_window IS NOT NULL
+               AND (cardinality(v_keys) < v_want
+                    OR NOT EXISTS (SELECT FROM jobq._job AS o
+                                   WHERE o.queue = p_queue AND o.fair_key > v_keys[1] AND NOT o.parked)
+                       AND NOT EXISTS (SELECT FROM jobq._job AS o
+                                       WHERE o.queue = p_queue AND o.fair_key >= '' AND o.fair_key < v_keys[1]
+                                         AND NOT o.parked)) THEN
+                v_single := true;
+            END IF;
             SELECT array_agg(l.id), array_fill(v_keys[1], ARRAY[count(*)::integer]),
-                   array_fill(1, ARRAY[count(*)::integer])
-            INTO v_got, v_got_keys, v_got_used
-            FROM (SELECT j.id
+                   array_fill(1, ARRAY[count(*)::integer]), array_agg(l.park AND NOT v_single)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
+            FROM (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
+                                             AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park
                   FROM jobq._job AS j
                   WHERE j.queue = p_queue AND j.fair_key = v_keys[1] AND NOT j.parked
                     AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -234,10 +269,12 @@ BEGIN
             -- At least v_want keys (every turn 1, no limit): one round, the
             -- most urgent due job of each key, keys in turn order (no window,
             -- no sort of the jobs taken).
-            SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1)
-            INTO v_got, v_got_keys, v_got_used
+            SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1),
+                   array_agg(x.park ORDER BY k.pos)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
             FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos),
-                 LATERAL (SELECT j.id
+                 LATERAL (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
+                                                     AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park
                           FROM jobq._job AS j
                           WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
                             AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -257,8 +294,8 @@ BEGIN
             -- key, keys in turn order (the cursor's key, when it goes on, first
             -- takes the turns it has left); the first v_want of that order, and
             -- for each the turns of its round its key has had with it.
-            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used)
-            INTO v_got, v_got_keys, v_got_used
+            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used), array_agg(c.park)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked
             FROM (SELECT x.id, k.key,
                          CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
                               WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
@@ -267,10 +304,13 @@ BEGIN
                                   THEN k.turn - least(v_left, k.turn) + x.ord
                               WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
                               ELSE (x.ord - 1) % k.turn + 1 END AS used,
-                         k.pos, x.ord
+                         k.pos, x.ord, x.park
                   FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
-                       LATERAL (SELECT l.id, row_number() OVER () AS ord
-                                FROM (SELECT j.id
+                       LATERAL (SELECT l.id, l.park, row_number() OVER () AS ord
+                                FROM (SELECT j.id,
+                                             coalesce(NOT (j.priority = v_win_priority
+                                                           AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)),
+                                                      true) AS park
                                       FROM jobq._job AS j
                                       WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
                                         AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -293,6 +333,7 @@ BEGIN
             CONTINUE;
         END IF;
         v_ids := v_ids || v_got;
+        v_parked := v_parked || v_got_parked;
         v_last := v_got_keys[cardinality(v_got_keys)];
         v_used := v_got_used[cardinality(v_got_used)];
         IF v_limit IS NOT NULL THEN
@@ -308,8 +349,86 @@ BEGIN
         FROM (SELECT l.queue FROM jobq._queue AS l WHERE l.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED) AS l
         WHERE q.queue = l.queue;
     END IF;
-    RETURN v_ids;
+    ids := v_ids;
+    parked := v_parked;
+    IF p_place AND v_window IS NOT NULL AND NOT v_single THEN
+        -- Read the window again for the next claims once the head of the
+        -- claim index has passed its half-way job (one probe; at most c_step
+        -- index entries per c_step / 2 jobs claimed), so that claims keep
+        -- taking jobs inside it.
+        SELECT j.run_at, j.id INTO v_head
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND NOT j.parked AND j.priority = v_win_priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT 1;
+        IF NOT FOUND OR (v_head.run_at, v_head.id)
+                        > ('epoch'::timestamptz + v_window[4] * interval '1 microsecond', v_window[5]) THEN
+            PERFORM jobq._fair_window(p_queue, true);
+        END IF;
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue) IS
-    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured).';
+COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue, boolean) IS
+    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured), and which to park.';
+
+CREATE FUNCTION jobq._fair_window(p_queue text, p_refresh boolean) RETURNS bigint[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
+DECLARE
+    -- As jobq._leased_in_place: its walk reads a queue's due jobs this many at a time.
+    c_step CONSTANT integer := 1000;
+    -- Where this session keeps a queue's window: a setting per queue.
+    v_name text := 'jobq.fair_window_' || md5(p_queue);
+    v_window bigint[];
+    v_priority integer := -32769;
+    v_edge record;
+BEGIN
+    -- The window of p_queue's claim index in which a fair claim may lease
+    -- in place (jobq._fair_pick): the jobs jobq._leased_in_place is sure to
+    -- find, the first c_step due jobs of the most urgent priority that has
+    -- due jobs (the first step of its walk). As {priority, the last job's
+    -- run_at (microseconds since 1970) and id, the half-way job's run_at
+    -- and id}; NULL when the queue has no due job. Kept in this session (a
+    -- setting per queue) and read from the index again when there is none
+    -- or p_refresh: at most c_step index entries.
+    IF NOT p_refresh THEN
+        v_window := string_to_array(nullif(current_setting(v_name, true), ''), ' ')::bigint[];
+        IF v_window IS NOT NULL THEN
+            RETURN v_window;
+        END IF;
+    END IF;
+    LOOP
+        SELECT j.priority INTO v_priority
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND NOT j.parked AND j.priority > v_priority
+        ORDER BY j.priority
+        LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        -- In index order (the scan's; no sort).
+        SELECT array_agg(h.run_at) AS run_ats, array_agg(h.id) AS ids
+        INTO v_edge
+        FROM (SELECT j.run_at, j.id
+              FROM jobq._job AS j
+              WHERE j.queue = p_queue AND j.priority = v_priority AND NOT j.parked AND j.run_at <= now()
+              ORDER BY j.run_at, j.id
+              LIMIT c_step) AS h;
+        IF v_edge.ids IS NOT NULL THEN
+            v_window := ARRAY[v_priority,
+                              (extract(epoch FROM v_edge.run_ats[cardinality(v_edge.ids)]) * 1000000)::bigint,
+                              v_edge.ids[cardinality(v_edge.ids)],
+                              (extract(epoch FROM v_edge.run_ats[(cardinality(v_edge.ids) + 1) / 2]) * 1000000)::bigint,
+                              v_edge.ids[(cardinality(v_edge.ids) + 1) / 2]];
+            EXIT;
+        END IF;
+    END LOOP;
+    PERFORM set_config(v_name, coalesce(array_to_string(v_window, ' '), ''), false);
+    RETURN v_window;
+END
+$$;
+COMMENT ON FUNCTION jobq._fair_window(text, boolean) IS
+    'Where a fair claim may lease in place: the first 1,000 due jobs of the claim index (the first step of jobq._leased_in_place''s walk), kept per session.';

@@ -58,18 +58,12 @@ DECLARE
     -- Jobs read per step; a queue's walk ends after this many unleased due
     -- jobs, counted from the end of the last step that found a lease.
     c_step CONSTANT integer := 1000;
-    -- A fair key's walk ends at its first unleased due job: one index probe
-    -- per key (and priority) with no lease, so a fair queue of 1,000 keys
-    -- costs 1,000 probes.
-    c_key_step CONSTANT integer := 1;
     v_queue text;
     v_priority integer;
     v_after_run_at timestamptz;
     v_after_id bigint;
     v_unleased integer;
     v_step record;
-    v_fair text[];
-    v_found bigint[];
 BEGIN
     -- The running jobs that are not parked (fast-path claims lease in
     -- place), without reading the backlog behind them. Such a lease sits in
@@ -82,19 +76,6 @@ BEGIN
     -- released, or taken by a claim still in progress) is found once claims
     -- have caught up with it. Costs one index probe per queue and priority
     -- reached, and the leases plus at most c_step jobs per queue.
-    -- A fair queue's claim (jobq._fair_pick) leases in place too, from the
-    -- head of each fair key, wherever that key's jobs sit in the claim
-    -- index. So each fair queue is also walked key by key in
-    -- jobq._job_fair_idx (a skip scan: (priority, run_at, id) order within
-    -- a key, one priority at a time, its due jobs only), a key's walk ending
-    -- at c_key_step unleased due jobs in a row: claims of a key take its
-    -- jobs in that order, as claims of a queue do, so a lease behind an
-    -- unleased job of its key (a claim of that key rolled back, a job held
-    -- by hold()) is found once claims of the key have caught up, or by the
-    -- first walk. The leases it finds that the first walk did not are
-    -- added. Costs one index probe per fair key and priority reached, and
-    -- the leases.
-    v_fair := ARRAY(SELECT q.queue FROM jobq._queue AS q WHERE q.fair);
     FOR v_queue IN
         WITH RECURSIVE names AS (
             (SELECT j.queue FROM jobq._job AS j WHERE NOT j.parked ORDER BY j.queue LIMIT 1)
@@ -108,7 +89,6 @@ BEGIN
     LOOP
         v_unleased := 0;
         v_priority := -32769;
-        v_found := '{}';
         LOOP
             SELECT j.priority INTO v_priority
             FROM jobq._job AS j
@@ -132,7 +112,6 @@ BEGIN
                       LIMIT c_step) AS h;
                 IF v_step.leased IS NOT NULL THEN
                     RETURN QUERY SELECT u.id, v_queue FROM unnest(v_step.leased) AS u(id);
-                    v_found := v_found || v_step.leased;
                     v_unleased := 0;
                 ELSE
                     v_unleased := v_unleased + v_step.n;
@@ -143,53 +122,11 @@ BEGIN
             END LOOP;
             EXIT WHEN v_unleased >= c_step;
         END LOOP;
-        CONTINUE WHEN v_queue <> ALL (v_fair);
-        -- A fair queue: each key's head. One index probe per step: the
-        -- next due job of the key and priority while the key's walk goes
-        -- on, else the key's next priority, else the next key.
-        RETURN QUERY
-        WITH RECURSIVE walk(id, fair_key, priority, run_at, leased, unleased) AS (
-            (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status = 'running',
-                    (j.status = 'ready' AND j.run_at <= p_upto)::integer
-             FROM jobq._job AS j
-             WHERE j.queue = v_queue AND j.fair_key IS NOT NULL AND NOT j.parked
-             ORDER BY j.fair_key, j.priority, j.run_at, j.id
-             LIMIT 1)
-            UNION ALL
-            SELECT x.id, x.fair_key, x.priority, x.run_at, x.status = 'running',
-                   CASE WHEN x.status = 'running' THEN 0
-                        ELSE CASE WHEN x.fair_key = w.fair_key THEN w.unleased ELSE 0 END
-                             + (x.status = 'ready' AND x.run_at <= p_upto)::integer END
-            FROM walk AS w,
-                 LATERAL ((SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE w.unleased < c_key_step AND w.run_at <= p_upto
-                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority = w.priority
-                             AND NOT j.parked AND (j.run_at, j.id) > (w.run_at, w.id) AND j.run_at <= p_upto
-                           ORDER BY j.run_at, j.id
-                           LIMIT 1)
-                          UNION ALL
-                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE w.unleased < c_key_step
-                             AND j.queue = v_queue AND j.fair_key = w.fair_key AND j.priority > w.priority
-                             AND NOT j.parked
-                           ORDER BY j.priority, j.run_at, j.id
-                           LIMIT 1)
-                          UNION ALL
-                          (SELECT j.id, j.fair_key, j.priority, j.run_at, j.status
-                           FROM jobq._job AS j
-                           WHERE j.queue = v_queue AND j.fair_key > w.fair_key AND NOT j.parked
-                           ORDER BY j.fair_key, j.priority, j.run_at, j.id
-                           LIMIT 1)
-                          LIMIT 1) AS x
-        )
-        SELECT w.id, v_queue FROM walk AS w WHERE w.leased AND w.id <> ALL (v_found);
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION jobq._leased_in_place(timestamptz) IS
-    'The running jobs not parked (leased in place by fast-path and fair claims), found by walking each queue''s due jobs in claim order, and each fair key''s, while leases turn up.';
+    'The running jobs not parked (leased in place by fast-path claims), found by walking each queue''s due jobs in claim order while leases turn up.';
 
 CREATE FUNCTION jobq._running()
 RETURNS TABLE (id bigint, queue text, worker text, started_at timestamptz, heartbeat_at timestamptz,

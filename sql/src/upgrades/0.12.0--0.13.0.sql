@@ -1,8 +1,11 @@
 -- jobq 0.12.0 → 0.13.0. One line per change:
---   fair queues (issue 28): a fair queue without per_key_concurrency leases in place, as the plain path
---     does (a HOT update; they were parked): jobq._claim (its fair branch only); jobq._leased_in_place also
---     walks each fair key's head in jobq._job_fair_idx, so reap and the live counts (stats, queues, workers,
---     metrics, the dashboard) find those leases wherever their key sits in the claim index
+--   fair queues (issue 28): a fair claim without per_key_concurrency leases in place, as the plain path does
+--     (a HOT update; they were all parked), the jobs within the first 1,000 due jobs of the claim index's
+--     most urgent priority, where reap and the live counts (jobq._leased_in_place's walk) find them; the
+--     others are parked: jobq._claim (its fair branch only); jobq._fair_pick (new signature: p_place, and
+--     OUT ids, parked; DROP and CREATE) computes which, also taking one key's jobs, or one job of each of
+--     n keys, without a window or sort, and moving the cursor in one statement; new jobq._fair_window (the
+--     window, kept per session); jobq._pick calls the new _fair_pick
 --   configure_queue: turning fair on locks jobq._job (EXCLUSIVE) while it gives the queue's keyless jobs '', so
 --     that a job enqueued by a transaction committing meanwhile is no longer left out of jobq._job_fair_idx;
 --     enqueue_many decides a job's fair key in its INSERT (was: from settings read before it); turning fair on
@@ -38,8 +41,10 @@ INSERT INTO jobq._migration (version) VALUES ('0.13.0');
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
--- @replace-function jobq._leased_in_place(timestamptz)
--- @replace-function jobq._fair_pick(text, integer, jobq._queue)
+DROP FUNCTION jobq._fair_pick(text, integer, jobq._queue);
+-- @function jobq._fair_window(text, boolean)
+-- @function jobq._fair_pick(text, integer, jobq._queue, boolean)
+-- @replace-function jobq._pick(text[], integer, interval)
 -- @replace-function jobq._claim(text[], integer, text, interval)
 -- @replace-function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
 -- @replace-function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
