@@ -214,7 +214,7 @@ CREATE INDEX _job_parked_idx ON jobq._job (queue)
 -- Parked running jobs by lease expiry (only they have one): reap reads the
 -- expired ones, and jobq.workers and jobq.stats every one, without visiting
 -- the ready or waiting jobs. Running jobs that are not parked are leased in
--- place at the head of the claim index (or of their key in the fair index);
+-- place near the head of the claim index (plain and fair claims);
 -- jobq._leased_in_place finds those.
 CREATE INDEX _job_parked_expiry_idx ON jobq._job (parked_expires_at)
     WHERE parked_expires_at IS NOT NULL;
@@ -4730,7 +4730,7 @@ BEGIN
     -- nothing to do costs the same with a backlog of a million: parked
     -- leases are found by their expiry index, leases in place (no index
     -- covers them: claims stay HOT) at the head of their queue's claim order
-    -- or, in a fair queue, of their fair key's (jobq._leased_in_place). Leases held for over 10 seconds are parked
+    -- (jobq._leased_in_place). Leases held for over 10 seconds are parked
     -- (out of the claim index). Also folds the counters and forgets the
     -- take bookkeeping of finished transactions, so they stay small where
     -- pg_cron does not run prune().

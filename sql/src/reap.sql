@@ -23,7 +23,7 @@ BEGIN
     -- nothing to do costs the same with a backlog of a million: parked
     -- leases are found by their expiry index, leases in place (no index
     -- covers them: claims stay HOT) at the head of their queue's claim order
-    -- or, in a fair queue, of their fair key's (jobq._leased_in_place). Leases held for over 10 seconds are parked
+    -- (jobq._leased_in_place). Leases held for over 10 seconds are parked
     -- (out of the claim index). Also folds the counters and forgets the
     -- take bookkeeping of finished transactions, so they stay small where
     -- pg_cron does not run prune().

@@ -111,7 +111,7 @@ CREATE INDEX _job_parked_idx ON jobq._job (queue)
 -- Parked running jobs by lease expiry (only they have one): reap reads the
 -- expired ones, and jobq.workers and jobq.stats every one, without visiting
 -- the ready or waiting jobs. Running jobs that are not parked are leased in
--- place at the head of the claim index (or of their key in the fair index);
+-- place near the head of the claim index (plain and fair claims);
 -- jobq._leased_in_place finds those.
 CREATE INDEX _job_parked_expiry_idx ON jobq._job (parked_expires_at)
     WHERE parked_expires_at IS NOT NULL;

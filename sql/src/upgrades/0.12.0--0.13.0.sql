@@ -48,7 +48,6 @@ DROP FUNCTION jobq._fair_pick(text, integer, jobq._queue);
 -- @replace-function jobq._claim(text[], integer, text, interval)
 -- @replace-function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
 -- @replace-function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
--- @replace-function jobq.reap(integer)
 
 -- A job enqueued without a fair key while configure_queue turned its queue
 -- fair (0.12.0 had that race) is in no fair index: give it the keyless turn.
