@@ -1194,8 +1194,9 @@ AS $$
 BEGIN
     -- Whether any queue keeps completed jobs as history (retention over 0,
     -- by its own setting or by the default): when none does, finishing a
-    -- completed job need not copy its row.
-    RETURN (jobq._settings(NULL)).retention > interval '0'
+    -- completed job need not copy its row. (The default read from
+    -- jobq._queue_defaults directly: no jobq._settings call per finish.)
+    RETURN (SELECT d.retention FROM jobq._queue_defaults AS d) > interval '0'
         OR EXISTS (SELECT FROM jobq._queue AS q WHERE q.retention > interval '0');
 END
 $$;
@@ -1495,7 +1496,7 @@ SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $$
 DECLARE
-    v_queues text[];
+    v_limited text[];
     v_keyed_ids bigint[];
     v_keyed_queues text[];
     v_keys text[];
@@ -1509,7 +1510,8 @@ BEGIN
     -- job_key records its completion in jobq._key_done, and each is
     -- counted. Returns the ids that left, the queues to wake (serial
     -- groups, concurrency limits), and the parents and watched jobs among
-    -- them. Rows go in id order.
+    -- them. Rows go in id order. One statement deletes, counts (one
+    -- counter row per queue) and finds the queues to wake.
     WITH gone AS (
         DELETE FROM jobq._job AS j
         USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens) AS u(id, lease_token) ORDER BY u.id) AS f
@@ -1518,16 +1520,22 @@ BEGIN
           AND (NOT p_held OR j.status = 'ready')
         RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
                   j.has_children, j.has_parents, j.watched
+    ), counted AS (
+        INSERT INTO jobq._counter (queue, bucket, completed)
+        SELECT g.queue, date_trunc('minute', now()), count(*) FROM gone AS g GROUP BY g.queue
+        RETURNING queue
     )
-    SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
+    SELECT array_agg(g.id), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
            array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
            array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
            array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
            array_agg(g.id) FILTER (WHERE g.erred),
            array_agg(g.id) FILTER (WHERE g.has_children),
            array_agg(g.id) FILTER (WHERE g.has_parents),
-           array_agg(g.id) FILTER (WHERE g.watched)
-    INTO ids, v_queues, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+           array_agg(g.id) FILTER (WHERE g.watched),
+           ARRAY(SELECT q.queue FROM jobq._queue AS q
+                 WHERE q.queue IN (SELECT c.queue FROM counted AS c) AND q.concurrency IS NOT NULL)
+    INTO ids, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched, v_limited
     FROM gone AS g;
     IF ids IS NULL THEN
         RETURN;
@@ -1549,10 +1557,7 @@ BEGIN
         SELECT u.queue, u.job_key, u.id, v_now FROM unnest(v_keyed_queues, v_keys, v_keyed_ids) AS u(queue, job_key, id)
         ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at;
     END IF;
-    INSERT INTO jobq._counter (queue, bucket, completed)
-    SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
-    wake := wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
-                          WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
+    wake := wake || v_limited;
 END
 $$;
 COMMENT ON FUNCTION jobq._finish_lean(bigint[], uuid[], boolean) IS
@@ -2883,15 +2888,22 @@ BEGIN
     -- rate limit, no serial-group job in it — their distinct names (first
     -- occurrence order) and leases (p_lease, else each queue's setting), for
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
-    -- path (jobq._pick). The arguments are already validated.
-    SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease) ORDER BY u.ord),
-           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL AND NOT s.fair
+    -- path (jobq._pick). The arguments are already validated. The settings
+    -- are read as jobq._settings reads them (its defaults, the queue's
+    -- overrides), in this one statement: no call per queue.
+    SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
+           bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+                    AND NOT coalesce(s.fair, false)
                     AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
     INTO names, leases, v_plain
     FROM (SELECT q.name, min(q.ord) AS ord
           FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
-          GROUP BY q.name) AS u,
-         LATERAL jobq._settings(u.name) AS s;
+          GROUP BY q.name) AS u
+         CROSS JOIN jobq._queue_defaults AS d
+         LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
+                            FROM jobq._queue AS s
+                            WHERE s.queue = u.name
+                            OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
     IF NOT v_plain THEN
         names := NULL;
         leases := NULL;
@@ -2902,7 +2914,7 @@ COMMENT ON FUNCTION jobq._plain_leases(text[], interval) IS
     'Names and leases of the queues of a claim when all are plain (no pause, limits or groups); NULLs otherwise.';
 
 CREATE FUNCTION jobq._crowded_queues(p_names text[], p_now timestamptz) RETURNS text[]
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
@@ -2912,6 +2924,12 @@ AS $$
 DECLARE
     -- Older than this (and than the claiming transaction), a lease at the head is no passing one.
     c_stale CONSTANT interval := interval '50 milliseconds';
+    -- How long a calm verdict of an earlier transaction of this session holds (seconds).
+    c_calm_for CONSTANT double precision := 0.05;
+    v_calm text := current_setting('jobq.calm_queues', true);
+    v_key text := array_to_string(p_names, ' ');
+    v_age double precision;
+    v_crowded text[];
 BEGIN
     -- Which of the plain queues p_names are crowded with leases: the first
     -- due entry of the queue's claim index is a job leased before the
@@ -2926,7 +2944,24 @@ BEGIN
     -- of the claim index, an ordinary update). Costs one index probe per
     -- queue; a head that is ready, scheduled, freshly leased or leased by
     -- this transaction keeps the HOT lease.
-    RETURN ARRAY(
+    -- The probe walks the same dead index entries (completed jobs, until
+    -- vacuum) as the claim's own scan, which after a drain of a backlog is
+    -- hundreds of pages. So a calm verdict is remembered in the session
+    -- (jobq.calm_queues: when, in which transaction, which queues) and
+    -- holds for the next claims of the same queues for 50 ms, from later
+    -- transactions only: a queue crowds within 50 ms of its leases, and a
+    -- verdict up to 50 ms old answers as the probe would have at most 50 ms
+    -- earlier. A crowded verdict is never remembered: every claim of a
+    -- crowded queue looks again. The setting is only a hint; a forged one
+    -- at most makes claims lease in place.
+    IF v_calm <> '' AND split_part(v_calm, '|', 3) = v_key
+       AND split_part(v_calm, '|', 2) <> extract(epoch FROM now())::text THEN
+        v_age := extract(epoch FROM p_now) - split_part(v_calm, '|', 1)::double precision;
+        IF v_age >= 0 AND v_age < c_calm_for THEN
+            RETURN '{}';
+        END IF;
+    END IF;
+    v_crowded := ARRAY(
         SELECT q.name
         FROM unnest(p_names) AS q(name)
         WHERE EXISTS (
@@ -2937,6 +2972,12 @@ BEGIN
                   ORDER BY h.priority, h.run_at, h.id
                   LIMIT 1) AS head
             WHERE head.status = 'running' AND head.started_at < least(now(), p_now - c_stale)));
+    PERFORM set_config('jobq.calm_queues',
+                       CASE WHEN cardinality(v_crowded) = 0
+                            THEN concat_ws('|', extract(epoch FROM p_now), extract(epoch FROM now()), v_key)
+                            ELSE '' END,
+                       false);
+    RETURN v_crowded;
 END
 $$;
 COMMENT ON FUNCTION jobq._crowded_queues(text[], timestamptz) IS
@@ -3943,20 +3984,42 @@ BEGIN
         -- (jobq._crowded_queues) the lease parks the row instead, so that
         -- leases do not pile up ahead of every later claim.
         v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
-        SELECT array_agg(c.id), array_agg(v_plain.leases[array_position(v_plain.names, c.queue)]),
-               array_agg(c.queue = ANY (v_park))
-        INTO v_ids, v_leases, v_parked
-        FROM (SELECT c.id, c.queue
-              FROM unnest(v_plain.names) AS q(name),
-                   LATERAL (SELECT p.id, p.queue, p.priority, p.run_at
-                            FROM jobq._job AS p
-                            WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
-                              AND p.run_at <= now() AND p.group_key IS NULL
-                            ORDER BY p.priority, p.run_at, p.id
-                            LIMIT p_n
-                            FOR UPDATE SKIP LOCKED) AS c
-              ORDER BY c.priority, c.run_at, c.id
-              LIMIT p_n) AS c;
+        -- Pick, lock and lease in one statement: the candidates of each
+        -- queue from the claim index (SKIP LOCKED), the most urgent p_n of
+        -- them as an array, then the lease UPDATE of those rows, joined
+        -- from the array's unnest (a function scan: a nested loop over the
+        -- primary key, never a hash join over a scan of the backlog).
+        RETURN QUERY
+        WITH leased AS (
+            UPDATE jobq._job AS j
+            SET status = 'running',
+                parked = j.queue = ANY (v_park),
+                attempts = j.attempts + 1,
+                lease_token = gen_random_uuid(),
+                lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],
+                worker = p_worker,
+                started_at = v_now
+            FROM unnest(ARRAY(
+                     SELECT c.id
+                     FROM unnest(v_plain.names) AS q(name),
+                          LATERAL (SELECT p.id, p.priority, p.run_at
+                                   FROM jobq._job AS p
+                                   WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                                     AND p.run_at <= now() AND p.group_key IS NULL
+                                   ORDER BY p.priority, p.run_at, p.id
+                                   LIMIT p_n
+                                   FOR UPDATE SKIP LOCKED) AS c
+                     ORDER BY c.priority, c.run_at, c.id
+                     LIMIT p_n)) AS p(id)
+            WHERE j.id = p.id
+            RETURNING j.*
+        )
+        SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+               l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
+               l.timeout, l.progress, l.meta
+        FROM leased AS l
+        ORDER BY l.priority, l.run_at, l.id;
+        RETURN;
     ELSE
         IF cardinality(p_queues) = 1 THEN
             v_fair := jobq._settings(p_queues[1]);
@@ -4362,7 +4425,9 @@ BEGIN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must be arrays of the same length'
             USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, in the same order.';
     END IF;
-    PERFORM jobq._check_batch(cardinality(complete_many.ids), 'cardinality(ids)', 10000);
+    IF cardinality(complete_many.ids) > 10000 THEN
+        PERFORM jobq._check_batch(cardinality(complete_many.ids), 'cardinality(ids)', 10000);
+    END IF;
     IF array_position(complete_many.ids, NULL) IS NOT NULL
        OR array_position(complete_many.lease_tokens, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must not contain NULL'

@@ -9,7 +9,7 @@ SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $$
 DECLARE
-    v_queues text[];
+    v_limited text[];
     v_keyed_ids bigint[];
     v_keyed_queues text[];
     v_keys text[];
@@ -23,7 +23,8 @@ BEGIN
     -- job_key records its completion in jobq._key_done, and each is
     -- counted. Returns the ids that left, the queues to wake (serial
     -- groups, concurrency limits), and the parents and watched jobs among
-    -- them. Rows go in id order.
+    -- them. Rows go in id order. One statement deletes, counts (one
+    -- counter row per queue) and finds the queues to wake.
     WITH gone AS (
         DELETE FROM jobq._job AS j
         USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens) AS u(id, lease_token) ORDER BY u.id) AS f
@@ -32,16 +33,22 @@ BEGIN
           AND (NOT p_held OR j.status = 'ready')
         RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
                   j.has_children, j.has_parents, j.watched
+    ), counted AS (
+        INSERT INTO jobq._counter (queue, bucket, completed)
+        SELECT g.queue, date_trunc('minute', now()), count(*) FROM gone AS g GROUP BY g.queue
+        RETURNING queue
     )
-    SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
+    SELECT array_agg(g.id), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
            array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
            array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
            array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
            array_agg(g.id) FILTER (WHERE g.erred),
            array_agg(g.id) FILTER (WHERE g.has_children),
            array_agg(g.id) FILTER (WHERE g.has_parents),
-           array_agg(g.id) FILTER (WHERE g.watched)
-    INTO ids, v_queues, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+           array_agg(g.id) FILTER (WHERE g.watched),
+           ARRAY(SELECT q.queue FROM jobq._queue AS q
+                 WHERE q.queue IN (SELECT c.queue FROM counted AS c) AND q.concurrency IS NOT NULL)
+    INTO ids, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched, v_limited
     FROM gone AS g;
     IF ids IS NULL THEN
         RETURN;
@@ -63,10 +70,7 @@ BEGIN
         SELECT u.queue, u.job_key, u.id, v_now FROM unnest(v_keyed_queues, v_keys, v_keyed_ids) AS u(queue, job_key, id)
         ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at;
     END IF;
-    INSERT INTO jobq._counter (queue, bucket, completed)
-    SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
-    wake := wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
-                          WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
+    wake := wake || v_limited;
 END
 $$;
 COMMENT ON FUNCTION jobq._finish_lean(bigint[], uuid[], boolean) IS
