@@ -1,9 +1,9 @@
 -- jobq 0.12.0 → 0.13.0. One line per change:
---   jobq._claim: the plain path picks, locks and leases in one statement (issue 24)
---   jobq._crowded_queues: a calm verdict holds 50 ms for the session's next claims (issue 24)
+--   jobq._claim: the plain path picks, locks and leases in one statement; the crowd probe's calm verdict holds 50 ms for the session's next claims (issue 24)
 --   jobq._plain_leases: reads the queues' settings in its own statement, no jobq._settings call (issue 24)
 --   jobq._history_kept: reads the default retention directly, no jobq._settings call (issue 24)
 --   jobq._finish_lean: deletes, counts and finds the queues to wake in one statement (issue 24)
+--   jobq._finish: calls jobq._finish_lean as an assignment, not a query (issue 24)
 --   jobq.complete_many: checks the batch size inline, calling jobq._check_batch only to raise (issue 24)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.13.0', or with psql -f / pyqueue
@@ -66,6 +66,7 @@ SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_plain boolean;
+    v_name text;
 BEGIN
     -- When every queue of a claim is plain — not paused, no concurrency or
     -- rate limit, no serial-group job in it — their distinct names (first
@@ -73,20 +74,32 @@ BEGIN
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
     -- path (jobq._pick). The arguments are already validated. The settings
     -- are read as jobq._settings reads them (its defaults, the queue's
-    -- overrides), in this one statement: no call per queue.
-    SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
-           bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
-                    AND NOT coalesce(s.fair, false)
-                    AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
-    INTO names, leases, v_plain
-    FROM (SELECT q.name, min(q.ord) AS ord
-          FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
-          GROUP BY q.name) AS u
-         CROSS JOIN jobq._queue_defaults AS d
-         LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
-                            FROM jobq._queue AS s
-                            WHERE s.queue = u.name
-                            OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
+    -- overrides), in this one statement: no call per queue; a claim of one
+    -- queue (the common case) in a statement without aggregates.
+    IF cardinality(p_queues) = 1 THEN
+        v_name := p_queues[array_lower(p_queues, 1)];   -- arrays may start at any index
+        SELECT ARRAY[v_name], ARRAY[coalesce(p_lease, s.lease, d.lease)],
+               NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+               AND NOT coalesce(s.fair, false)
+               AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = v_name AND g.group_key IS NOT NULL)
+        INTO names, leases, v_plain
+        FROM jobq._queue_defaults AS d
+        LEFT JOIN jobq._queue AS s ON s.queue = v_name;
+    ELSE
+        SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
+               bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+                        AND NOT coalesce(s.fair, false)
+                        AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
+        INTO names, leases, v_plain
+        FROM (SELECT q.name, min(q.ord) AS ord
+              FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
+              GROUP BY q.name) AS u
+             CROSS JOIN jobq._queue_defaults AS d
+             LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
+                                FROM jobq._queue AS s
+                                WHERE s.queue = u.name
+                                OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
+    END IF;
     IF NOT v_plain THEN
         names := NULL;
         leases := NULL;
@@ -95,75 +108,6 @@ END
 $$;
 COMMENT ON FUNCTION jobq._plain_leases(text[], interval) IS
     'Names and leases of the queues of a claim when all are plain (no pause, limits or groups); NULLs otherwise.';
-CREATE OR REPLACE FUNCTION jobq._crowded_queues(p_names text[], p_now timestamptz) RETURNS text[]
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-SET plan_cache_mode = force_generic_plan
-SET jit = off
-SET enable_sort = off
-SET enable_bitmapscan = off
-AS $$
-DECLARE
-    -- Older than this (and than the claiming transaction), a lease at the head is no passing one.
-    c_stale CONSTANT interval := interval '50 milliseconds';
-    -- How long a calm verdict of an earlier transaction of this session holds (seconds).
-    c_calm_for CONSTANT double precision := 0.05;
-    v_calm text := current_setting('jobq.calm_queues', true);
-    v_key text := array_to_string(p_names, ' ');
-    v_age double precision;
-    v_crowded text[];
-BEGIN
-    -- Which of the plain queues p_names are crowded with leases: the first
-    -- due entry of the queue's claim index is a job leased before the
-    -- claiming transaction began and over 50 ms before p_now. The fast path
-    -- leases in place (a HOT update: the row stays in the claim index until
-    -- it ends, heartbeats or is parked by reap after 10 s), and every claim
-    -- steps over the leased rows ahead of the ready ones. That is cheap
-    -- while leases are short; when they are held longer (a thousand workers
-    -- queueing behind PgBouncer for their acks, slow handlers, many
-    -- workers) thousands pile up at the head and every claim pays for all
-    -- of them. A claim on a crowded queue parks its own leases instead (out
-    -- of the claim index, an ordinary update). Costs one index probe per
-    -- queue; a head that is ready, scheduled, freshly leased or leased by
-    -- this transaction keeps the HOT lease.
-    -- The probe walks the same dead index entries (completed jobs, until
-    -- vacuum) as the claim's own scan, which after a drain of a backlog is
-    -- hundreds of pages. So a calm verdict is remembered in the session
-    -- (jobq.calm_queues: when, in which transaction, which queues) and
-    -- holds for the next claims of the same queues for 50 ms, from later
-    -- transactions only: a queue crowds within 50 ms of its leases, and a
-    -- verdict up to 50 ms old answers as the probe would have at most 50 ms
-    -- earlier. A crowded verdict is never remembered: every claim of a
-    -- crowded queue looks again. The setting is only a hint; a forged one
-    -- at most makes claims lease in place.
-    IF v_calm <> '' AND split_part(v_calm, '|', 3) = v_key
-       AND split_part(v_calm, '|', 2) <> extract(epoch FROM now())::text THEN
-        v_age := extract(epoch FROM p_now) - split_part(v_calm, '|', 1)::double precision;
-        IF v_age >= 0 AND v_age < c_calm_for THEN
-            RETURN '{}';
-        END IF;
-    END IF;
-    v_crowded := ARRAY(
-        SELECT q.name
-        FROM unnest(p_names) AS q(name)
-        WHERE EXISTS (
-            SELECT
-            FROM (SELECT h.status, h.started_at
-                  FROM jobq._job AS h
-                  WHERE h.queue = q.name AND NOT h.parked AND h.run_at <= now()
-                  ORDER BY h.priority, h.run_at, h.id
-                  LIMIT 1) AS head
-            WHERE head.status = 'running' AND head.started_at < least(now(), p_now - c_stale)));
-    PERFORM set_config('jobq.calm_queues',
-                       CASE WHEN cardinality(v_crowded) = 0
-                            THEN concat_ws('|', extract(epoch FROM p_now), extract(epoch FROM now()), v_key)
-                            ELSE '' END,
-                       false);
-    RETURN v_crowded;
-END
-$$;
-COMMENT ON FUNCTION jobq._crowded_queues(text[], timestamptz) IS
-    'The plain queues whose claim index starts with a lease older than 50 ms (and than the transaction): their claims park.';
 CREATE OR REPLACE FUNCTION jobq._claim(p_queues text[], p_n integer, p_worker text, p_lease interval)
 RETURNS SETOF jobq.job
 LANGUAGE plpgsql
@@ -182,6 +126,9 @@ DECLARE
     v_starts timestamptz[];   -- jobq._pick's start times (NULL on the plain path: v_now)
     v_now timestamptz;
     v_fair jobq._queue;
+    v_calm text[];   -- the session's last calm verdict of the crowd probe (below)
+    -- How long that verdict holds (seconds).
+    c_calm_for CONSTANT double precision := 0.05;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
@@ -202,7 +149,30 @@ BEGIN
         -- status. On a queue crowded with older leases
         -- (jobq._crowded_queues) the lease parks the row instead, so that
         -- leases do not pile up ahead of every later claim.
-        v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+        -- The probe walks the same dead index entries (completed jobs,
+        -- until vacuum) as the claim's own scan: after a drain of a
+        -- backlog, hundreds of pages. So a calm verdict is remembered in
+        -- the session (jobq.calm_queues: when, in which transaction, which
+        -- queues) and holds for this session's claims of the same queues
+        -- in later transactions for c_calm_for: a queue crowds only with
+        -- leases over 50 ms old, and a verdict that old answers as the
+        -- probe would have that much earlier. A crowded verdict is never
+        -- remembered. The setting is a hint: a forged one at most makes a
+        -- session's claims lease in place.
+        v_calm := string_to_array(current_setting('jobq.calm_queues', true), '|');
+        IF cardinality(v_calm) = 3 AND v_calm[3] = array_to_string(v_plain.names, ' ')
+           AND v_calm[2] <> extract(epoch FROM now())::text
+           AND extract(epoch FROM v_now) - v_calm[1]::double precision BETWEEN 0 AND c_calm_for THEN
+            v_park := '{}';
+        ELSE
+            v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+            PERFORM set_config('jobq.calm_queues',
+                               CASE WHEN cardinality(v_park) = 0
+                                    THEN concat_ws('|', extract(epoch FROM v_now), extract(epoch FROM now()),
+                                                   array_to_string(v_plain.names, ' '))
+                                    ELSE '' END,
+                               false);
+        END IF;
         -- Pick, lock and lease in one statement: the candidates of each
         -- queue from the claim index (SKIP LOCKED), the most urgent p_n of
         -- them as an array, then the lease UPDATE of those rows, joined
@@ -297,6 +267,7 @@ SET enable_mergejoin = off
 AS $$
 DECLARE
     v_limited text[];
+    v_rare jsonb;   -- the deleted jobs with side rows, dependents or watchers
     v_keyed_ids bigint[];
     v_keyed_queues text[];
     v_keys text[];
@@ -325,18 +296,29 @@ BEGIN
         SELECT g.queue, date_trunc('minute', now()), count(*) FROM gone AS g GROUP BY g.queue
         RETURNING queue
     )
-    SELECT array_agg(g.id), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
-           array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.id) FILTER (WHERE g.erred),
-           array_agg(g.id) FILTER (WHERE g.has_children),
-           array_agg(g.id) FILTER (WHERE g.has_parents),
-           array_agg(g.id) FILTER (WHERE g.watched),
+    SELECT array_agg(g.id),
+           jsonb_agg(g) FILTER (WHERE g.group_key IS NOT NULL OR g.job_key IS NOT NULL OR g.erred
+                                   OR g.has_children OR g.has_parents OR g.watched),
            ARRAY(SELECT q.queue FROM jobq._queue AS q
                  WHERE q.queue IN (SELECT c.queue FROM counted AS c) AND q.concurrency IS NOT NULL)
-    INTO ids, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched, v_limited
+    INTO ids, v_rare, v_limited
     FROM gone AS g;
+    IF v_rare IS NOT NULL THEN
+        -- Jobs with more to them (a serial group, a job_key, an error
+        -- history, dependents, parents, a watcher): the common case never
+        -- builds these arrays.
+        SELECT array_agg(DISTINCT r.queue) FILTER (WHERE r.group_key IS NOT NULL),
+               array_agg(r.id) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.queue) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.job_key) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.id) FILTER (WHERE r.erred),
+               array_agg(r.id) FILTER (WHERE r.has_children),
+               array_agg(r.id) FILTER (WHERE r.has_parents),
+               array_agg(r.id) FILTER (WHERE r.watched)
+        INTO wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+        FROM jsonb_to_recordset(v_rare) AS r(id bigint, queue text, group_key text, job_key text, erred boolean,
+                                             has_children boolean, has_parents boolean, watched boolean);
+    END IF;
     IF ids IS NULL THEN
         RETURN;
     END IF;
@@ -362,6 +344,102 @@ END
 $$;
 COMMENT ON FUNCTION jobq._finish_lean(bigint[], uuid[], boolean) IS
     'jobq._finish when nothing is kept: deletes completed jobs and their side rows, counts them, records their job_key.';
+CREATE OR REPLACE FUNCTION jobq._finish(p_ids bigint[], p_lease_tokens uuid[], p_status text, p_error text,
+                             p_held boolean DEFAULT false, p_results jsonb[] DEFAULT NULL,
+                             p_cause bigint DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_seqscan = off
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+AS $$
+DECLARE
+    v_ids bigint[];
+    v_wake text[];
+    v_parents bigint[];
+    v_watched bigint[];
+    v_lean record;
+BEGIN
+    -- Take live jobs out of the live table as p_status (completed, dead or
+    -- cancelled). A non-NULL lease token fences: the job must still be held
+    -- under exactly that lease. p_held: jobs the caller's transaction holds
+    -- without a lease (take, hold): they must be unleased, and this
+    -- transaction is their attempt. Every job is counted (one counter row per
+    -- queue); history keeps dead and cancelled jobs, and completed ones when
+    -- their queue's retention is over 0 (jobq._finish_kept; when nothing is
+    -- kept, jobq._finish_lean). A completed job with a job_key records its
+    -- completion in jobq._key_done (for enqueue's unique_for). Finishing a
+    -- serial-group job or a job of a concurrency-limited queue frees a slot,
+    -- so it wakes that queue's workers. A job that leaves no history takes
+    -- its error history (jobq._job_error) with it; only a job that failed
+    -- before (last_error set) has any. Rows go in id order (as
+    -- jobq._settle_at_commit locks parents: no deadlock with an enqueue of
+    -- their children). p_results (paired with p_ids): what completed jobs
+    -- report; a job with a result is kept for at least its queue's
+    -- result_retention. A job others depend on (has_children) updates their
+    -- gates (jobq._finish_dependents); a job that depended on others and
+    -- leaves no history takes its edges along. p_cause: the root ancestor of
+    -- a cascade cancelling these jobs (recorded as cancelled_by; the caller,
+    -- jobq._finish_dependents, then handles their dependents itself). A
+    -- watched job (jobq.watch) sends NOTIFY jobq_finished with its id. A job
+    -- kept in history keeps its gate, so a retry goes through it again.
+    -- Returns the ids that left the live table. Its statements take jobs
+    -- by id: planned once per session (generic plans), on index paths only,
+    -- so that a plan made while the table held a few rows (a hash join over
+    -- a sequential scan of it) does not scan a backlog that arrived since.
+    IF p_held THEN
+        -- Only jobs this transaction holds (or nobody does): a job another
+        -- transaction holds is skipped, never waited for.
+        p_ids := ARRAY(SELECT j.id FROM jobq._job AS j
+                       WHERE j.id = ANY (p_ids) AND j.status = 'ready'
+                       FOR UPDATE SKIP LOCKED);
+    END IF;
+    IF p_status = 'completed' AND coalesce(cardinality(array_remove(p_results, NULL)), 0) = 0
+       AND NOT jobq._history_kept() THEN
+        -- An assignment, not a query: a simple expression costs no executor start.
+        v_lean := jobq._finish_lean(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_held => p_held);
+        v_ids := v_lean.ids;
+        v_wake := v_lean.wake;
+        v_parents := v_lean.parents;
+        v_watched := v_lean.watched;
+    ELSE
+        SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
+        FROM jobq._finish_kept(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_status => p_status,
+                               p_error => p_error, p_held => p_held, p_results => p_results,
+                               p_cause => p_cause) AS f;
+    END IF;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    IF current_setting('jobq.named_jobs', true) = 'on' THEN
+        -- This transaction named live jobs (depends_on, members, watch)
+        -- whose flags wait for its commit (jobq._settle_at_commit): those
+        -- it finishes itself are acted on as if flagged already.
+        SELECT ARRAY(SELECT DISTINCT u.id FROM unnest(v_parents || n.parents) AS u(id)),
+               ARRAY(SELECT DISTINCT u.id FROM unnest(v_watched || n.watched) AS u(id))
+        INTO v_parents, v_watched
+        FROM (SELECT ARRAY(SELECT p.id FROM jobq._at_commit AS c, unnest(c.parents) AS p(id)
+                           WHERE c.xact = pg_current_xact_id() AND p.id = ANY (v_ids)) AS parents,
+                     ARRAY(SELECT w.id FROM jobq._at_commit AS c, unnest(c.watched) AS w(id)
+                           WHERE c.xact = pg_current_xact_id() AND w.id = ANY (v_ids)) AS watched) AS n;
+    END IF;
+    IF cardinality(v_watched) > 0 THEN
+        PERFORM pg_notify('jobq_finished', w.id::text) FROM unnest(v_watched) AS w(id);
+    END IF;
+    IF cardinality(v_parents) > 0 AND p_cause IS NULL THEN
+        PERFORM jobq._finish_dependents(v_parents, p_status);
+    END IF;
+    IF cardinality(v_wake) > 0 THEN
+        PERFORM pg_notify('jobq', w.queue) FROM (SELECT DISTINCT u.queue FROM unnest(v_wake) AS u(queue)) AS w;
+    END IF;
+    RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
+END
+$$;
+COMMENT ON FUNCTION jobq._finish(bigint[], uuid[], text, text, boolean, jsonb[], bigint) IS
+    'Deletes live jobs (fenced by lease token, or held by this transaction), counts them, keeps the history and results they need, and updates their dependents.';
 CREATE OR REPLACE FUNCTION jobq.complete_many(ids bigint[], lease_tokens uuid[], results jsonb[] DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

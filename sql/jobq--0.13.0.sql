@@ -1497,6 +1497,7 @@ SET enable_mergejoin = off
 AS $$
 DECLARE
     v_limited text[];
+    v_rare jsonb;   -- the deleted jobs with side rows, dependents or watchers
     v_keyed_ids bigint[];
     v_keyed_queues text[];
     v_keys text[];
@@ -1525,18 +1526,29 @@ BEGIN
         SELECT g.queue, date_trunc('minute', now()), count(*) FROM gone AS g GROUP BY g.queue
         RETURNING queue
     )
-    SELECT array_agg(g.id), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
-           array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.id) FILTER (WHERE g.erred),
-           array_agg(g.id) FILTER (WHERE g.has_children),
-           array_agg(g.id) FILTER (WHERE g.has_parents),
-           array_agg(g.id) FILTER (WHERE g.watched),
+    SELECT array_agg(g.id),
+           jsonb_agg(g) FILTER (WHERE g.group_key IS NOT NULL OR g.job_key IS NOT NULL OR g.erred
+                                   OR g.has_children OR g.has_parents OR g.watched),
            ARRAY(SELECT q.queue FROM jobq._queue AS q
                  WHERE q.queue IN (SELECT c.queue FROM counted AS c) AND q.concurrency IS NOT NULL)
-    INTO ids, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched, v_limited
+    INTO ids, v_rare, v_limited
     FROM gone AS g;
+    IF v_rare IS NOT NULL THEN
+        -- Jobs with more to them (a serial group, a job_key, an error
+        -- history, dependents, parents, a watcher): the common case never
+        -- builds these arrays.
+        SELECT array_agg(DISTINCT r.queue) FILTER (WHERE r.group_key IS NOT NULL),
+               array_agg(r.id) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.queue) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.job_key) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.id) FILTER (WHERE r.erred),
+               array_agg(r.id) FILTER (WHERE r.has_children),
+               array_agg(r.id) FILTER (WHERE r.has_parents),
+               array_agg(r.id) FILTER (WHERE r.watched)
+        INTO wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+        FROM jsonb_to_recordset(v_rare) AS r(id bigint, queue text, group_key text, job_key text, erred boolean,
+                                             has_children boolean, has_parents boolean, watched boolean);
+    END IF;
     IF ids IS NULL THEN
         RETURN;
     END IF;
@@ -1675,6 +1687,7 @@ DECLARE
     v_wake text[];
     v_parents bigint[];
     v_watched bigint[];
+    v_lean record;
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
     -- cancelled). A non-NULL lease token fences: the job must still be held
@@ -1712,8 +1725,12 @@ BEGIN
     END IF;
     IF p_status = 'completed' AND coalesce(cardinality(array_remove(p_results, NULL)), 0) = 0
        AND NOT jobq._history_kept() THEN
-        SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
-        FROM jobq._finish_lean(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_held => p_held) AS f;
+        -- An assignment, not a query: a simple expression costs no executor start.
+        v_lean := jobq._finish_lean(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_held => p_held);
+        v_ids := v_lean.ids;
+        v_wake := v_lean.wake;
+        v_parents := v_lean.parents;
+        v_watched := v_lean.watched;
     ELSE
         SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
         FROM jobq._finish_kept(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_status => p_status,
@@ -2883,6 +2900,7 @@ SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_plain boolean;
+    v_name text;
 BEGIN
     -- When every queue of a claim is plain — not paused, no concurrency or
     -- rate limit, no serial-group job in it — their distinct names (first
@@ -2890,20 +2908,32 @@ BEGIN
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
     -- path (jobq._pick). The arguments are already validated. The settings
     -- are read as jobq._settings reads them (its defaults, the queue's
-    -- overrides), in this one statement: no call per queue.
-    SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
-           bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
-                    AND NOT coalesce(s.fair, false)
-                    AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
-    INTO names, leases, v_plain
-    FROM (SELECT q.name, min(q.ord) AS ord
-          FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
-          GROUP BY q.name) AS u
-         CROSS JOIN jobq._queue_defaults AS d
-         LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
-                            FROM jobq._queue AS s
-                            WHERE s.queue = u.name
-                            OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
+    -- overrides), in this one statement: no call per queue; a claim of one
+    -- queue (the common case) in a statement without aggregates.
+    IF cardinality(p_queues) = 1 THEN
+        v_name := p_queues[array_lower(p_queues, 1)];   -- arrays may start at any index
+        SELECT ARRAY[v_name], ARRAY[coalesce(p_lease, s.lease, d.lease)],
+               NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+               AND NOT coalesce(s.fair, false)
+               AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = v_name AND g.group_key IS NOT NULL)
+        INTO names, leases, v_plain
+        FROM jobq._queue_defaults AS d
+        LEFT JOIN jobq._queue AS s ON s.queue = v_name;
+    ELSE
+        SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
+               bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+                        AND NOT coalesce(s.fair, false)
+                        AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
+        INTO names, leases, v_plain
+        FROM (SELECT q.name, min(q.ord) AS ord
+              FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
+              GROUP BY q.name) AS u
+             CROSS JOIN jobq._queue_defaults AS d
+             LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
+                                FROM jobq._queue AS s
+                                WHERE s.queue = u.name
+                                OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
+    END IF;
     IF NOT v_plain THEN
         names := NULL;
         leases := NULL;
@@ -2914,7 +2944,7 @@ COMMENT ON FUNCTION jobq._plain_leases(text[], interval) IS
     'Names and leases of the queues of a claim when all are plain (no pause, limits or groups); NULLs otherwise.';
 
 CREATE FUNCTION jobq._crowded_queues(p_names text[], p_now timestamptz) RETURNS text[]
-LANGUAGE plpgsql
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
@@ -2924,12 +2954,6 @@ AS $$
 DECLARE
     -- Older than this (and than the claiming transaction), a lease at the head is no passing one.
     c_stale CONSTANT interval := interval '50 milliseconds';
-    -- How long a calm verdict of an earlier transaction of this session holds (seconds).
-    c_calm_for CONSTANT double precision := 0.05;
-    v_calm text := current_setting('jobq.calm_queues', true);
-    v_key text := array_to_string(p_names, ' ');
-    v_age double precision;
-    v_crowded text[];
 BEGIN
     -- Which of the plain queues p_names are crowded with leases: the first
     -- due entry of the queue's claim index is a job leased before the
@@ -2944,24 +2968,7 @@ BEGIN
     -- of the claim index, an ordinary update). Costs one index probe per
     -- queue; a head that is ready, scheduled, freshly leased or leased by
     -- this transaction keeps the HOT lease.
-    -- The probe walks the same dead index entries (completed jobs, until
-    -- vacuum) as the claim's own scan, which after a drain of a backlog is
-    -- hundreds of pages. So a calm verdict is remembered in the session
-    -- (jobq.calm_queues: when, in which transaction, which queues) and
-    -- holds for the next claims of the same queues for 50 ms, from later
-    -- transactions only: a queue crowds within 50 ms of its leases, and a
-    -- verdict up to 50 ms old answers as the probe would have at most 50 ms
-    -- earlier. A crowded verdict is never remembered: every claim of a
-    -- crowded queue looks again. The setting is only a hint; a forged one
-    -- at most makes claims lease in place.
-    IF v_calm <> '' AND split_part(v_calm, '|', 3) = v_key
-       AND split_part(v_calm, '|', 2) <> extract(epoch FROM now())::text THEN
-        v_age := extract(epoch FROM p_now) - split_part(v_calm, '|', 1)::double precision;
-        IF v_age >= 0 AND v_age < c_calm_for THEN
-            RETURN '{}';
-        END IF;
-    END IF;
-    v_crowded := ARRAY(
+    RETURN ARRAY(
         SELECT q.name
         FROM unnest(p_names) AS q(name)
         WHERE EXISTS (
@@ -2972,12 +2979,6 @@ BEGIN
                   ORDER BY h.priority, h.run_at, h.id
                   LIMIT 1) AS head
             WHERE head.status = 'running' AND head.started_at < least(now(), p_now - c_stale)));
-    PERFORM set_config('jobq.calm_queues',
-                       CASE WHEN cardinality(v_crowded) = 0
-                            THEN concat_ws('|', extract(epoch FROM p_now), extract(epoch FROM now()), v_key)
-                            ELSE '' END,
-                       false);
-    RETURN v_crowded;
 END
 $$;
 COMMENT ON FUNCTION jobq._crowded_queues(text[], timestamptz) IS
@@ -3963,6 +3964,9 @@ DECLARE
     v_starts timestamptz[];   -- jobq._pick's start times (NULL on the plain path: v_now)
     v_now timestamptz;
     v_fair jobq._queue;
+    v_calm text[];   -- the session's last calm verdict of the crowd probe (below)
+    -- How long that verdict holds (seconds).
+    c_calm_for CONSTANT double precision := 0.05;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
@@ -3983,7 +3987,30 @@ BEGIN
         -- status. On a queue crowded with older leases
         -- (jobq._crowded_queues) the lease parks the row instead, so that
         -- leases do not pile up ahead of every later claim.
-        v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+        -- The probe walks the same dead index entries (completed jobs,
+        -- until vacuum) as the claim's own scan: after a drain of a
+        -- backlog, hundreds of pages. So a calm verdict is remembered in
+        -- the session (jobq.calm_queues: when, in which transaction, which
+        -- queues) and holds for this session's claims of the same queues
+        -- in later transactions for c_calm_for: a queue crowds only with
+        -- leases over 50 ms old, and a verdict that old answers as the
+        -- probe would have that much earlier. A crowded verdict is never
+        -- remembered. The setting is a hint: a forged one at most makes a
+        -- session's claims lease in place.
+        v_calm := string_to_array(current_setting('jobq.calm_queues', true), '|');
+        IF cardinality(v_calm) = 3 AND v_calm[3] = array_to_string(v_plain.names, ' ')
+           AND v_calm[2] <> extract(epoch FROM now())::text
+           AND extract(epoch FROM v_now) - v_calm[1]::double precision BETWEEN 0 AND c_calm_for THEN
+            v_park := '{}';
+        ELSE
+            v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+            PERFORM set_config('jobq.calm_queues',
+                               CASE WHEN cardinality(v_park) = 0
+                                    THEN concat_ws('|', extract(epoch FROM v_now), extract(epoch FROM now()),
+                                                   array_to_string(v_plain.names, ' '))
+                                    ELSE '' END,
+                               false);
+        END IF;
         -- Pick, lock and lease in one statement: the candidates of each
         -- queue from the claim index (SKIP LOCKED), the most urgent p_n of
         -- them as an array, then the lease UPDATE of those rows, joined

@@ -102,6 +102,7 @@ SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_plain boolean;
+    v_name text;
 BEGIN
     -- When every queue of a claim is plain — not paused, no concurrency or
     -- rate limit, no serial-group job in it — their distinct names (first
@@ -109,20 +110,32 @@ BEGIN
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
     -- path (jobq._pick). The arguments are already validated. The settings
     -- are read as jobq._settings reads them (its defaults, the queue's
-    -- overrides), in this one statement: no call per queue.
-    SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
-           bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
-                    AND NOT coalesce(s.fair, false)
-                    AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
-    INTO names, leases, v_plain
-    FROM (SELECT q.name, min(q.ord) AS ord
-          FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
-          GROUP BY q.name) AS u
-         CROSS JOIN jobq._queue_defaults AS d
-         LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
-                            FROM jobq._queue AS s
-                            WHERE s.queue = u.name
-                            OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
+    -- overrides), in this one statement: no call per queue; a claim of one
+    -- queue (the common case) in a statement without aggregates.
+    IF cardinality(p_queues) = 1 THEN
+        v_name := p_queues[array_lower(p_queues, 1)];   -- arrays may start at any index
+        SELECT ARRAY[v_name], ARRAY[coalesce(p_lease, s.lease, d.lease)],
+               NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+               AND NOT coalesce(s.fair, false)
+               AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = v_name AND g.group_key IS NOT NULL)
+        INTO names, leases, v_plain
+        FROM jobq._queue_defaults AS d
+        LEFT JOIN jobq._queue AS s ON s.queue = v_name;
+    ELSE
+        SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
+               bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+                        AND NOT coalesce(s.fair, false)
+                        AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
+        INTO names, leases, v_plain
+        FROM (SELECT q.name, min(q.ord) AS ord
+              FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
+              GROUP BY q.name) AS u
+             CROSS JOIN jobq._queue_defaults AS d
+             LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
+                                FROM jobq._queue AS s
+                                WHERE s.queue = u.name
+                                OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
+    END IF;
     IF NOT v_plain THEN
         names := NULL;
         leases := NULL;
@@ -133,7 +146,7 @@ COMMENT ON FUNCTION jobq._plain_leases(text[], interval) IS
     'Names and leases of the queues of a claim when all are plain (no pause, limits or groups); NULLs otherwise.';
 
 CREATE FUNCTION jobq._crowded_queues(p_names text[], p_now timestamptz) RETURNS text[]
-LANGUAGE plpgsql
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 SET jit = off
@@ -143,12 +156,6 @@ AS $$
 DECLARE
     -- Older than this (and than the claiming transaction), a lease at the head is no passing one.
     c_stale CONSTANT interval := interval '50 milliseconds';
-    -- How long a calm verdict of an earlier transaction of this session holds (seconds).
-    c_calm_for CONSTANT double precision := 0.05;
-    v_calm text := current_setting('jobq.calm_queues', true);
-    v_key text := array_to_string(p_names, ' ');
-    v_age double precision;
-    v_crowded text[];
 BEGIN
     -- Which of the plain queues p_names are crowded with leases: the first
     -- due entry of the queue's claim index is a job leased before the
@@ -163,24 +170,7 @@ BEGIN
     -- of the claim index, an ordinary update). Costs one index probe per
     -- queue; a head that is ready, scheduled, freshly leased or leased by
     -- this transaction keeps the HOT lease.
-    -- The probe walks the same dead index entries (completed jobs, until
-    -- vacuum) as the claim's own scan, which after a drain of a backlog is
-    -- hundreds of pages. So a calm verdict is remembered in the session
-    -- (jobq.calm_queues: when, in which transaction, which queues) and
-    -- holds for the next claims of the same queues for 50 ms, from later
-    -- transactions only: a queue crowds within 50 ms of its leases, and a
-    -- verdict up to 50 ms old answers as the probe would have at most 50 ms
-    -- earlier. A crowded verdict is never remembered: every claim of a
-    -- crowded queue looks again. The setting is only a hint; a forged one
-    -- at most makes claims lease in place.
-    IF v_calm <> '' AND split_part(v_calm, '|', 3) = v_key
-       AND split_part(v_calm, '|', 2) <> extract(epoch FROM now())::text THEN
-        v_age := extract(epoch FROM p_now) - split_part(v_calm, '|', 1)::double precision;
-        IF v_age >= 0 AND v_age < c_calm_for THEN
-            RETURN '{}';
-        END IF;
-    END IF;
-    v_crowded := ARRAY(
+    RETURN ARRAY(
         SELECT q.name
         FROM unnest(p_names) AS q(name)
         WHERE EXISTS (
@@ -191,12 +181,6 @@ BEGIN
                   ORDER BY h.priority, h.run_at, h.id
                   LIMIT 1) AS head
             WHERE head.status = 'running' AND head.started_at < least(now(), p_now - c_stale)));
-    PERFORM set_config('jobq.calm_queues',
-                       CASE WHEN cardinality(v_crowded) = 0
-                            THEN concat_ws('|', extract(epoch FROM p_now), extract(epoch FROM now()), v_key)
-                            ELSE '' END,
-                       false);
-    RETURN v_crowded;
 END
 $$;
 COMMENT ON FUNCTION jobq._crowded_queues(text[], timestamptz) IS

@@ -1,9 +1,9 @@
 -- jobq 0.12.0 → 0.13.0. One line per change:
---   jobq._claim: the plain path picks, locks and leases in one statement (issue 24)
---   jobq._crowded_queues: a calm verdict holds 50 ms for the session's next claims (issue 24)
+--   jobq._claim: the plain path picks, locks and leases in one statement; the crowd probe's calm verdict holds 50 ms for the session's next claims (issue 24)
 --   jobq._plain_leases: reads the queues' settings in its own statement, no jobq._settings call (issue 24)
 --   jobq._history_kept: reads the default retention directly, no jobq._settings call (issue 24)
 --   jobq._finish_lean: deletes, counts and finds the queues to wake in one statement (issue 24)
+--   jobq._finish: calls jobq._finish_lean as an assignment, not a query (issue 24)
 --   jobq.complete_many: checks the batch size inline, calling jobq._check_batch only to raise (issue 24)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.13.0', or with psql -f / pyqueue
@@ -37,9 +37,9 @@ INSERT INTO jobq._migration (version) VALUES ('0.13.0');
 -- @replace-function jobq.version()
 -- @replace-function jobq._history_kept()
 -- @replace-function jobq._plain_leases(text[], interval)
--- @replace-function jobq._crowded_queues(text[], timestamptz)
 -- @replace-function jobq._claim(text[], integer, text, interval)
 -- @replace-function jobq._finish_lean(bigint[], uuid[], boolean)
+-- @replace-function jobq._finish(bigint[], uuid[], text, text, boolean, jsonb[], bigint)
 -- @replace-function jobq.complete_many(bigint[], uuid[], jsonb[])
 
 ---------------------------------------------------------------------------
