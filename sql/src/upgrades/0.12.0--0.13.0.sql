@@ -2,7 +2,7 @@
 --   jobq._claim: the plain path picks, locks and leases in one statement; the crowd probe's calm verdict holds 50 ms for the session's next claims (issue 24)
 --   jobq._plain_leases: reads the queues' settings in its own statement, no jobq._settings call (issue 24)
 --   jobq._history_kept: reads the default retention directly, no jobq._settings call (issue 24)
---   jobq._finish_lean: deletes, counts and finds the queues to wake in one statement (issue 24)
+--   jobq._finish_lean: deletes, counts and finds the queues to wake in one statement; side-row arrays only for jobs with side rows (issue 24)
 --   jobq._finish: calls jobq._finish_lean as an assignment, not a query (issue 24)
 --   jobq.complete_many: checks the batch size inline, calling jobq._check_batch only to raise (issue 24)
 
