@@ -155,7 +155,8 @@ screenshots: deps venv
 #     queue-partitioning and the queue-grants comparisons, the Python side of
 #     issue 24 and the costs with a backlog of 1,000,000 jobs, about 45 minutes;
 #     the cold start, a 1,000,000-job burst per drain in 3 rounds at W=4 and 16,
-#     an hour or more; and a SOAK_SECONDS soak);
+#     an hour or more; the server CPU per job of a cold drain, jobq against a
+#     pgmq-style loop, a few minutes; and a SOAK_SECONDS soak);
 #     `make bench BENCH_ARGS=--quick SOAK_SECONDS=60` for a short run. Every
 #     program runs; the target fails when any of them missed its goal.
 SOAK_SECONDS ?= 600
@@ -172,6 +173,7 @@ bench: deps venv
 	$(PY) -m pyqueue.bench.tracing_cost $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.backlog $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.cold_start $(QUICK_FLAG) || status=1; \
+	$(PY) -m pyqueue.bench.server_cpu $(QUICK_FLAG) || status=1; \
 	$(PY) -m pyqueue.bench.soak --duration $(SOAK_SECONDS) || status=1; \
 	exit $$status
 

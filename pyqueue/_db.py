@@ -165,17 +165,22 @@ def load_json_texts(texts: Sequence[str | None]) -> tuple[list[Any], bool]:
     """JSON texts (None: SQL NULL) decoded, each as ``json.loads`` would, but in
     one call for all of them: the texts of a claim's payloads, joined into one
     JSON array (a JSON value taken from jsonb is whole, so the array holds
-    exactly one element per text). Should that fail (a NULL, or a payload
-    nested deeper than Python's recursion limit, which the array's own level
-    may tip over), they are decoded one by one, the undecodable ones as
+    exactly one element per text, a NULL as ``null``). Should that fail (a
+    payload nested deeper than Python's recursion limit, which the array's
+    own level may tip over), they are decoded one by one, the undecodable ones as
     :class:`UndecodablePayload`. The values, and whether one is such."""
-    if None not in texts:
-        try:
-            loaded: list[Any] = json.loads("[" + ",".join(cast("Sequence[str]", texts)) + "]")
-        except RecursionError:
-            pass
-        else:
-            return loaded, False
+    if None in texts:  # SQL NULLs (a claim's progress and meta, mostly): JSON null in the array
+        if texts.count(None) == len(texts):
+            return [None] * len(texts), False
+        joined = ",".join(["null" if text is None else text for text in texts])
+    else:
+        joined = ",".join(cast("Sequence[str]", texts))
+    try:
+        loaded: list[Any] = json.loads("[" + joined + "]")
+    except RecursionError:
+        pass
+    else:
+        return loaded, False
     values = [None if text is None else _load_json(text) for text in texts]
     return values, any(isinstance(value, UndecodablePayload) for value in values)
 

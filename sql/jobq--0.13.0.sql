@@ -1195,8 +1195,9 @@ AS $$
 BEGIN
     -- Whether any queue keeps completed jobs as history (retention over 0,
     -- by its own setting or by the default): when none does, finishing a
-    -- completed job need not copy its row.
-    RETURN (jobq._settings(NULL)).retention > interval '0'
+    -- completed job need not copy its row. (The default read from
+    -- jobq._queue_defaults directly: no jobq._settings call per finish.)
+    RETURN (SELECT d.retention FROM jobq._queue_defaults AS d) > interval '0'
         OR EXISTS (SELECT FROM jobq._queue AS q WHERE q.retention > interval '0');
 END
 $$;
@@ -1648,7 +1649,8 @@ SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $$
 DECLARE
-    v_queues text[];
+    v_limited text[];
+    v_rare jsonb;   -- the deleted jobs with side rows, dependents or watchers
     v_keyed_ids bigint[];
     v_keyed_queues text[];
     v_keys text[];
@@ -1662,7 +1664,8 @@ BEGIN
     -- job_key records its completion in jobq._key_done, and each is
     -- counted. Returns the ids that left, the queues to wake (serial
     -- groups, concurrency limits), and the parents and watched jobs among
-    -- them. Rows go in id order.
+    -- them. Rows go in id order. One statement deletes, counts (one
+    -- counter row per queue) and finds the queues to wake.
     WITH gone AS (
         DELETE FROM jobq._job AS j
         USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens) AS u(id, lease_token) ORDER BY u.id) AS f
@@ -1671,17 +1674,34 @@ BEGIN
           AND (NOT p_held OR j.status = 'ready')
         RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
                   j.has_children, j.has_parents, j.watched
+    ), counted AS (
+        INSERT INTO jobq._counter (queue, bucket, completed)
+        SELECT g.queue, date_trunc('minute', now()), count(*) FROM gone AS g GROUP BY g.queue
+        RETURNING queue
     )
-    SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
-           array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.id) FILTER (WHERE g.erred),
-           array_agg(g.id) FILTER (WHERE g.has_children),
-           array_agg(g.id) FILTER (WHERE g.has_parents),
-           array_agg(g.id) FILTER (WHERE g.watched)
-    INTO ids, v_queues, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+    SELECT array_agg(g.id),
+           jsonb_agg(g) FILTER (WHERE g.group_key IS NOT NULL OR g.job_key IS NOT NULL OR g.erred
+                                   OR g.has_children OR g.has_parents OR g.watched),
+           ARRAY(SELECT q.queue FROM jobq._queue AS q
+                 WHERE q.queue IN (SELECT c.queue FROM counted AS c) AND q.concurrency IS NOT NULL)
+    INTO ids, v_rare, v_limited
     FROM gone AS g;
+    IF v_rare IS NOT NULL THEN
+        -- Jobs with more to them (a serial group, a job_key, an error
+        -- history, dependents, parents, a watcher): the common case never
+        -- builds these arrays.
+        SELECT array_agg(DISTINCT r.queue) FILTER (WHERE r.group_key IS NOT NULL),
+               array_agg(r.id) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.queue) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.job_key) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.id) FILTER (WHERE r.erred),
+               array_agg(r.id) FILTER (WHERE r.has_children),
+               array_agg(r.id) FILTER (WHERE r.has_parents),
+               array_agg(r.id) FILTER (WHERE r.watched)
+        INTO wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+        FROM jsonb_to_recordset(v_rare) AS r(id bigint, queue text, group_key text, job_key text, erred boolean,
+                                             has_children boolean, has_parents boolean, watched boolean);
+    END IF;
     IF ids IS NULL THEN
         RETURN;
     END IF;
@@ -1702,10 +1722,7 @@ BEGIN
         SELECT u.queue, u.job_key, u.id, v_now FROM unnest(v_keyed_queues, v_keys, v_keyed_ids) AS u(queue, job_key, id)
         ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at;
     END IF;
-    INSERT INTO jobq._counter (queue, bucket, completed)
-    SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
-    wake := wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
-                          WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
+    wake := wake || v_limited;
 END
 $$;
 COMMENT ON FUNCTION jobq._finish_lean(bigint[], uuid[], boolean) IS
@@ -1823,6 +1840,7 @@ DECLARE
     v_wake text[];
     v_parents bigint[];
     v_watched bigint[];
+    v_lean record;
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
     -- cancelled). A non-NULL lease token fences: the job must still be held
@@ -1860,8 +1878,12 @@ BEGIN
     END IF;
     IF p_status = 'completed' AND coalesce(cardinality(array_remove(p_results, NULL)), 0) = 0
        AND NOT jobq._history_kept() THEN
-        SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
-        FROM jobq._finish_lean(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_held => p_held) AS f;
+        -- An assignment, not a query: a simple expression costs no executor start.
+        v_lean := jobq._finish_lean(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_held => p_held);
+        v_ids := v_lean.ids;
+        v_wake := v_lean.wake;
+        v_parents := v_lean.parents;
+        v_watched := v_lean.watched;
     ELSE
         SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
         FROM jobq._finish_kept(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_status => p_status,
@@ -3031,20 +3053,40 @@ SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_plain boolean;
+    v_name text;
 BEGIN
     -- When every queue of a claim is plain — not paused, no concurrency or
     -- rate limit, no serial-group job in it — their distinct names (first
     -- occurrence order) and leases (p_lease, else each queue's setting), for
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
-    -- path (jobq._pick). The arguments are already validated.
-    SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease) ORDER BY u.ord),
-           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL AND NOT s.fair
-                    AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
-    INTO names, leases, v_plain
-    FROM (SELECT q.name, min(q.ord) AS ord
-          FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
-          GROUP BY q.name) AS u,
-         LATERAL jobq._settings(u.name) AS s;
+    -- path (jobq._pick). The arguments are already validated. The settings
+    -- are read as jobq._settings reads them (its defaults, the queue's
+    -- overrides), in this one statement: no call per queue; a claim of one
+    -- queue (the common case) in a statement without aggregates.
+    IF cardinality(p_queues) = 1 THEN
+        v_name := p_queues[array_lower(p_queues, 1)];   -- arrays may start at any index
+        SELECT ARRAY[v_name], ARRAY[coalesce(p_lease, s.lease, d.lease)],
+               NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+               AND NOT coalesce(s.fair, false)
+               AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = v_name AND g.group_key IS NOT NULL)
+        INTO names, leases, v_plain
+        FROM jobq._queue_defaults AS d
+        LEFT JOIN jobq._queue AS s ON s.queue = v_name;
+    ELSE
+        SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
+               bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+                        AND NOT coalesce(s.fair, false)
+                        AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
+        INTO names, leases, v_plain
+        FROM (SELECT q.name, min(q.ord) AS ord
+              FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
+              GROUP BY q.name) AS u
+             CROSS JOIN jobq._queue_defaults AS d
+             LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
+                                FROM jobq._queue AS s
+                                WHERE s.queue = u.name
+                                OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
+    END IF;
     IF NOT v_plain THEN
         names := NULL;
         leases := NULL;
@@ -4075,6 +4117,9 @@ DECLARE
     v_starts timestamptz[];   -- jobq._pick's start times (NULL on the plain path: v_now)
     v_now timestamptz;
     v_fair jobq._queue;
+    v_calm text[];   -- the session's last calm verdict of the crowd probe (below)
+    -- How long that verdict holds (seconds).
+    c_calm_for CONSTANT double precision := 0.05;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
@@ -4095,21 +4140,66 @@ BEGIN
         -- status. On a queue crowded with older leases
         -- (jobq._crowded_queues) the lease parks the row instead, so that
         -- leases do not pile up ahead of every later claim.
-        v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
-        SELECT array_agg(c.id), array_agg(v_plain.leases[array_position(v_plain.names, c.queue)]),
-               array_agg(c.queue = ANY (v_park))
-        INTO v_ids, v_leases, v_parked
-        FROM (SELECT c.id, c.queue
-              FROM unnest(v_plain.names) AS q(name),
-                   LATERAL (SELECT p.id, p.queue, p.priority, p.run_at
-                            FROM jobq._job AS p
-                            WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
-                              AND p.run_at <= now() AND p.group_key IS NULL
-                            ORDER BY p.priority, p.run_at, p.id
-                            LIMIT p_n
-                            FOR UPDATE SKIP LOCKED) AS c
-              ORDER BY c.priority, c.run_at, c.id
-              LIMIT p_n) AS c;
+        -- The probe walks the same dead index entries (completed jobs,
+        -- until vacuum) as the claim's own scan: after a drain of a
+        -- backlog, hundreds of pages. So a calm verdict is remembered in
+        -- the session (jobq.calm_queues: when, in which transaction, which
+        -- queues) and holds for this session's claims of the same queues
+        -- in later transactions for c_calm_for: a queue crowds only with
+        -- leases over 50 ms old, and a verdict that old answers as the
+        -- probe would have that much earlier. A crowded verdict is never
+        -- remembered. The setting is a hint: a forged one at most makes a
+        -- session's claims lease in place.
+        v_calm := string_to_array(current_setting('jobq.calm_queues', true), '|');
+        IF cardinality(v_calm) = 3 AND v_calm[3] = array_to_string(v_plain.names, ' ')
+           AND v_calm[2] <> extract(epoch FROM now())::text
+           AND extract(epoch FROM v_now) - v_calm[1]::double precision BETWEEN 0 AND c_calm_for THEN
+            v_park := '{}';
+        ELSE
+            v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
+            PERFORM set_config('jobq.calm_queues',
+                               CASE WHEN cardinality(v_park) = 0
+                                    THEN concat_ws('|', extract(epoch FROM v_now), extract(epoch FROM now()),
+                                                   array_to_string(v_plain.names, ' '))
+                                    ELSE '' END,
+                               false);
+        END IF;
+        -- Pick, lock and lease in one statement: the candidates of each
+        -- queue from the claim index (SKIP LOCKED), the most urgent p_n of
+        -- them as an array, then the lease UPDATE of those rows, joined
+        -- from the array's unnest (a function scan: a nested loop over the
+        -- primary key, never a hash join over a scan of the backlog).
+        RETURN QUERY
+        WITH leased AS (
+            UPDATE jobq._job AS j
+            SET status = 'running',
+                parked = j.queue = ANY (v_park),
+                attempts = j.attempts + 1,
+                lease_token = gen_random_uuid(),
+                lease_expires_at = v_now + v_plain.leases[array_position(v_plain.names, j.queue)],
+                worker = p_worker,
+                started_at = v_now
+            FROM unnest(ARRAY(
+                     SELECT c.id
+                     FROM unnest(v_plain.names) AS q(name),
+                          LATERAL (SELECT p.id, p.priority, p.run_at
+                                   FROM jobq._job AS p
+                                   WHERE p.queue = q.name AND NOT p.parked AND p.status = 'ready'
+                                     AND p.run_at <= now() AND p.group_key IS NULL
+                                   ORDER BY p.priority, p.run_at, p.id
+                                   LIMIT p_n
+                                   FOR UPDATE SKIP LOCKED) AS c
+                     ORDER BY c.priority, c.run_at, c.id
+                     LIMIT p_n)) AS p(id)
+            WHERE j.id = p.id
+            RETURNING j.*
+        )
+        SELECT l.id, l.queue, l.payload, l.priority::integer, l.attempts, l.max_attempts, l.run_at,
+               l.created_at, l.lease_token, l.lease_expires_at, l.worker, l.job_key, l.last_error, l.group_key,
+               l.timeout, l.progress, l.meta
+        FROM leased AS l
+        ORDER BY l.priority, l.run_at, l.id;
+        RETURN;
     ELSE
         IF cardinality(p_queues) = 1 THEN
             v_fair := jobq._settings(p_queues[1]);
@@ -4519,7 +4609,9 @@ BEGIN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must be arrays of the same length'
             USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, in the same order.';
     END IF;
-    PERFORM jobq._check_batch(cardinality(complete_many.ids), 'cardinality(ids)', 10000);
+    IF cardinality(complete_many.ids) > 10000 THEN
+        PERFORM jobq._check_batch(cardinality(complete_many.ids), 'cardinality(ids)', 10000);
+    END IF;
     IF array_position(complete_many.ids, NULL) IS NOT NULL
        OR array_position(complete_many.lease_tokens, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must not contain NULL'

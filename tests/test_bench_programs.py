@@ -22,6 +22,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from pyqueue.bench import (
     soak,
     tracing_cost,
 )
-from pyqueue.bench.harness import Role, Run, Signals, Task
+from pyqueue.bench.harness import Role, Run, Signals, Task, Usage, process_usage
 from pyqueue.bench.suite import LOCAL_DATABASE, LOCAL_PORT
 from tests.chaos_support import drop_login_role
 from tests.conftest import ROOT, proc_dsn
@@ -172,9 +173,32 @@ def test_the_python_side_measures_every_row_and_judges_every_goal(conn: Conn, ds
     assert result["ok"] == all(goal["met"] for goal in result["goals"].values())
     assert scalar(conn, "SELECT count(*) FROM jobq._job") == 0  # every drain drained, the rest removed
     assert all(value > 0 for value in result["by_hand"].values()), result["by_hand"]
+    drains = ("sql_loop", "worker", "async_worker", "fleet_small", "fleet_large")
+    for row in drains:  # each drain reads its processes' CPU (a few ticks at this size: maybe 0)
+        assert result["rows"][row]["client_cpu_us_per_job_median"] >= 0, result["rows"][row]
+        assert result["rows"][row]["context_switches_per_job_median"] >= 0
+    assert "client_cpu_us_per_job_median" not in result["rows"]["insert"]
     printed = python_side.summary(result)
     assert "one pyqueue.aio.AsyncWorker process" in printed and "time per pyqueue.enqueue" in printed
-    assert "against the same SQL by hand" in printed
+    assert "against the same SQL by hand" in printed and "client CPU µs/job" in printed
+
+
+def test_the_client_usage_of_a_process_counts_its_threads_cpu_and_switches() -> None:
+    def spin() -> None:
+        end = time.process_time() + 0.1
+        while time.process_time() < end:
+            pass
+
+    before = process_usage(os.getpid())
+    thread = threading.Thread(target=spin)  # another thread's CPU counts too
+    thread.start()
+    thread.join()
+    for _ in range(50):
+        time.sleep(0.001)  # voluntary switches
+    spent = process_usage(os.getpid()) - before
+    assert spent.cpu_seconds >= 0.05, spent
+    assert spent.switches >= 50, spent
+    assert process_usage(2**22 + 12345) == Usage(0.0, 0)  # no such process: nothing, no error
 
 
 @pytest.mark.parametrize(("rates", "met"), [

@@ -9,6 +9,7 @@ and tests/test_worker_grace.py (the grace, with real signals)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
@@ -172,3 +173,72 @@ def test_a_cancellation_the_supervisor_did_not_make_propagates() -> None:
     asyncio.run(main())
     assert outcome == {"cancelled": True}
     assert "CancelledError" in batch.failed[1]  # `async with job` fails it on the way out, as ever
+
+
+def test_awaiting_handlers_spread_over_every_task_at_once() -> None:
+    # Each item waits until all `size` items run: only every task taking
+    # one (the woken one waking the next) lets them all finish.
+    size = 6
+    started: list[int] = []
+
+    async def main() -> None:
+        everyone = asyncio.Event()
+
+        async def item(k: int) -> None:
+            started.append(k)
+            if len(started) == size:
+                everyone.set()
+            await asyncio.wait_for(everyone.wait(), 10)
+
+        runners: HandlerTasks[int] = HandlerTasks(size, item, "test")
+        await asyncio.sleep(0.01)  # every task idle
+        runners.put_many(range(size))  # one handoff: every task must be woken for it
+        try:
+            await asyncio.wait_for(everyone.wait(), 10)  # before close(), which wakes every task
+        finally:
+            await asyncio.wait_for(runners.close(), 10)
+
+    asyncio.run(main())
+    assert sorted(started) == list(range(size))
+
+
+def test_handlers_that_never_await_are_run_by_one_task_and_handoffs_of_any_size_all_run() -> None:
+    rng = random.Random(24)
+    ran: list[tuple[int, str]] = []
+
+    async def main() -> None:
+        async def item(k: int) -> None:
+            task = asyncio.current_task()
+            ran.append((k, task.get_name() if task is not None else ""))
+            if k % 7 == 0:
+                await asyncio.sleep(0.001)  # some do await: the next task takes over meanwhile
+
+        runners: HandlerTasks[int] = HandlerTasks(4, item, "test")
+        quick: HandlerTasks[int] = HandlerTasks(4, lambda k: _append(ran_quick, k), "quick")
+        await asyncio.sleep(0.01)
+        quick.put_many(range(100))
+        await asyncio.sleep(0.01)
+        handed = 0
+        for _ in range(200):
+            n = rng.randint(1, 30)
+            runners.put_many(range(handed, handed + n))
+            handed += n
+            if rng.random() < 0.3:
+                for _ in range(1000):
+                    if len(ran) == handed:
+                        break
+                    await asyncio.sleep(0.001)
+                assert len(ran) == handed, "a handoff was left waiting while the tasks were idle"
+        await asyncio.wait_for(runners.close(), 10)
+        await asyncio.wait_for(quick.close(), 10)
+        assert sorted(k for k, _ in ran) == list(range(handed))
+
+    ran_quick: list[tuple[int, str]] = []
+    asyncio.run(main())
+    assert sorted(k for k, _ in ran_quick) == list(range(100))
+    assert len({name for _, name in ran_quick}) == 1, "items that never await were spread over several tasks"
+
+
+async def _append(ran: list[tuple[int, str]], k: int) -> None:
+    task = asyncio.current_task()
+    ran.append((k, task.get_name() if task is not None else ""))

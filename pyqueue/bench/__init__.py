@@ -26,6 +26,9 @@ Programs of their own, which ``make bench`` runs after the suite (issue 16):
 - ``cold_start`` (the systems in ``cold_systems``, the printout in ``cold_report``): a burst
   into a fresh, never-analyzed database, drained by workers started at once, against the floor
   and a pgmq-style loop (issue 24);
+- ``server_cpu``: the server's CPU per job of a cold drain (backends read from ``/proc``), jobq's
+  SQL loop and ``pyqueue.Worker`` against a pgmq-style loop, with an A/B against an older install
+  script (issue 24);
 - ``soak``: 10 minutes at 70 % of capacity, sampled every 10 s, with a verdict and a chart.
 
 And, after ``queue_partitions``, issue 24's:

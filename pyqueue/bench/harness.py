@@ -11,6 +11,11 @@ shared counters, so measuring costs the server nothing.
 Processes come from the ``forkserver`` start method: a child never inherits
 the parent's open connections (a forked libpq socket closed by a child would
 end the parent's session), and starting 32 of them stays cheap.
+
+The parent also reads the counted drivers' own CPU time and context
+switches (all their threads, from ``/proc``; Linux only, else none) since
+the go: :meth:`Run.client_usage`, the client's cost per job beside the
+jobs/s.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing
+import os
 import queue as queue_module
 import signal
 import sys
@@ -151,13 +157,54 @@ class Outcome:
     jobs: int
     seconds: float
     incidents: int = 0
+    usage: Usage | None = None  # the counted drivers' CPU time and context switches, when read
 
     @property
     def jobs_per_s(self) -> float:
         return self.jobs / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def cpu_us_per_job(self) -> float | None:
+        """Client CPU microseconds per job (all the drivers' threads), when read."""
+        return None if self.usage is None or not self.jobs else self.usage.cpu_seconds * 1e6 / self.jobs
+
+    @property
+    def switches_per_job(self) -> float | None:
+        return None if self.usage is None or not self.jobs else self.usage.switches / self.jobs
+
     def as_dict(self) -> dict[str, float | int]:
-        return {"jobs": self.jobs, "seconds": round(self.seconds, 4), "jobs_per_s": round(self.jobs_per_s, 1)}
+        result: dict[str, float | int] = {"jobs": self.jobs, "seconds": round(self.seconds, 4),
+                                          "jobs_per_s": round(self.jobs_per_s, 1)}
+        if (cpu := self.cpu_us_per_job) is not None and (switches := self.switches_per_job) is not None:
+            result.update(client_cpu_us_per_job=round(cpu, 2), context_switches_per_job=round(switches, 3))
+        return result
+
+
+@dataclass(frozen=True)
+class Usage:
+    """CPU seconds (user + system) and context switches (voluntary and not) of processes."""
+
+    cpu_seconds: float
+    switches: int
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.cpu_seconds - other.cpu_seconds, self.switches - other.switches)
+
+
+def process_usage(pid: int) -> Usage:
+    """A live process's CPU time and context switches so far, every thread's
+    (Linux /proc; zero when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        switches = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/status") as status:
+                switches += sum(int(line.split()[1]) for line in status if "ctxt_switches" in line)
+    except (OSError, ValueError, IndexError):
+        return Usage(0.0, 0)
+    return Usage(cpu, switches)
 
 
 def context() -> BaseContext:
@@ -198,6 +245,7 @@ class Run:
         self.collected: list[object] = []
         self.counted_slots: list[int] = []
         self.started_at = 0.0
+        self._usage_at_go = Usage(0.0, 0)
 
     def __enter__(self) -> Run:
         try:
@@ -220,6 +268,7 @@ class Run:
                     raise BenchError(f"{self.size - self.ready_count.value} of {self.size} drivers did not "
                                      f"connect within {READY_TIMEOUT:.0f} s")
                 time.sleep(POLL_INTERVAL)
+            self._usage_at_go = self._usage()
             self.started_at = time.perf_counter()
             self.go.set()
         except BaseException:
@@ -229,6 +278,19 @@ class Run:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _usage(self) -> Usage:
+        usage = Usage(0.0, 0)
+        for slot in self.counted_slots:
+            pid = self.processes[slot].pid
+            if pid is not None:
+                one = process_usage(pid)
+                usage = Usage(usage.cpu_seconds + one.cpu_seconds, usage.switches + one.switches)
+        return usage
+
+    def client_usage(self) -> Usage:
+        """The counted drivers' CPU time and context switches since the go."""
+        return self._usage() - self._usage_at_go
 
     def incidents(self) -> int:
         return sum(int(self.events[slot]) for slot in range(self.size))

@@ -11,7 +11,10 @@ row counting:
    ``pyqueue.Worker`` process (``--concurrency`` threads, 10) and one
    ``pyqueue.aio.AsyncWorker`` process (as many tasks); the workers are
    timed until every job is acknowledged. Goal: each worker at least 0.8 of
-   the bare loop;
+   the bare loop. Beside the jobs/s, each drain row gives its client CPU
+   µs and context switches per job (all the threads of its processes, from
+   ``/proc``, medians over the rounds): on a small machine the client's
+   CPU is taken from the server's;
 2. the same drain by W=4 and by W=16 ``pyqueue.Worker`` processes. Goal:
    W=16 at least 0.9 of W=4;
 3. producers (``--producers``, 4) enqueueing ``--enqueue-jobs`` (30,000)
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 import threading
 import time
@@ -157,15 +161,17 @@ def drain(dsn: str, conn: sql_loops.Conn, row: str, settings: Settings, jobs: in
     sql_loops.prefill_jobq(conn, QUEUE, jobs)
     sql_loops.vacuum(conn, "jobq._job")
     if row == "sql_loop":
-        size = sql_loops.Size(jobs, settings.batch, STEP_TIMEOUT)
-        return sql_loops.drain_outcome(dsn, sql_loops.jobq_drain, QUEUE, 1, size)
+        role = Role(sql_loops.jobq_drain, sql_loops.tasks(dsn, QUEUE, settings.batch, 1, prefix="consumer"))
+        with Run([role], timeout=STEP_TIMEOUT) as run:
+            done = run.until_count(jobs)
+            return replace(done, usage=run.client_usage())
     config = Config(batch=settings.batch, worker_concurrency=settings.concurrency)
     if row == "async_worker":
         tasks = worker_loops.worker_tasks(dsn, QUEUE, 1, config)
         with Run([Role(async_worker, tasks)], timeout=STEP_TIMEOUT) as run:
             run.until_count(jobs)
             worker_loops.wait_until_acknowledged(conn, QUEUE, run.started_at + STEP_TIMEOUT)
-            return Outcome(jobs, time.perf_counter() - run.started_at)
+            return Outcome(jobs, time.perf_counter() - run.started_at, usage=run.client_usage())
     drained = worker_loops.worker_drain(dsn, conn, QUEUE, processes(row, settings), config, jobs=jobs)
     return drained.acknowledged
 
@@ -215,7 +221,8 @@ def python_side(dsn: str, conn: sql_loops.Conn, settings: Settings) -> dict[str,
                      f"{outcome.jobs_per_s:,.0f} jobs/s")
     conn.execute("DELETE FROM jobq._job WHERE queue = %s", (QUEUE,))
     goals = judged({row: best.outcomes[row].jobs_per_s for row in ROWS})
-    rows = {row: best.result(row, about=ROWS[row].format(processes(row, settings))) for row in ROWS}
+    rows = {row: best.result(row, about=ROWS[row].format(processes(row, settings)), **client_cost(best, row))
+            for row in ROWS}
     rates = {row: best.outcomes[row].jobs_per_s for row in ROWS}
     by_hand = {  # no goal: pyqueue against the same SQL called through psycopg alone
         "enqueue_many_vs_by_hand": ratio(rates["enqueue_many"], rates["sql_many"]),
@@ -223,6 +230,19 @@ def python_side(dsn: str, conn: sql_loops.Conn, settings: Settings) -> dict[str,
     }
     return {"settings": asdict(settings), "rows": rows, "goals": goals, "by_hand": by_hand,
             "ok": all(goal["met"] for goal in goals.values())}
+
+
+def client_cost(best: Best, row: str) -> dict[str, float]:
+    """The median over the rounds of a drain row's client CPU µs and context
+    switches per job (every thread of its processes); nothing for the rows
+    that do not read them (the enqueue rows)."""
+    outcomes = [outcome for outcome, _ in best.runs[row] if outcome.usage is not None]
+    cpu = [value for o in outcomes if (value := o.cpu_us_per_job) is not None]
+    switches = [value for o in outcomes if (value := o.switches_per_job) is not None]
+    if not cpu or not switches:
+        return {}
+    return {"client_cpu_us_per_job_median": round(statistics.median(cpu), 2),
+            "context_switches_per_job_median": round(statistics.median(switches), 3)}
 
 
 def judged(rates: dict[str, float]) -> dict[str, dict[str, Any]]:
@@ -246,7 +266,8 @@ def judged(rates: dict[str, float]) -> dict[str, dict[str, Any]]:
 def summary(result: dict[str, Any]) -> str:
     """The rows and the goals, as printed."""
     settings = result["settings"]
-    rows = [[row["about"], f"{row['jobs_per_s']:,.0f}",
+    rows = [[row["about"], f"{row['jobs_per_s']:,.0f}", _cost(row, "client_cpu_us_per_job_median", ".1f"),
+             _cost(row, "context_switches_per_job_median", ".2f"),
              ", ".join(f"{r:,.0f}" for r in row["runs_jobs_per_s"])] for row in result["rows"].values()]
     goals = []
     for goal in result["goals"].values():
@@ -258,13 +279,19 @@ def summary(result: dict[str, Any]) -> str:
         f"{settings['batch']}, {settings['concurrency']} threads (tasks) per worker; enqueue of "
         f"{settings['enqueue_jobs']:,} jobs by {settings['producers']} producers, and of "
         f"{settings['single_jobs']:,} one by one; median of {settings['rounds']} interleaved rounds",
-        format_table(["row", "jobs/s", "every round"], rows),
+        format_table(["row", "jobs/s", "client CPU µs/job", "switches/job", "every round"], rows),
+        "(client CPU µs/job and switches/job: the medians over the rounds, every thread of the row's "
+        "processes, read from /proc)",
         "",
         format_table(["goal (ratios of rows of this run)", "goal", "this run", ""], goals),
         "(no goal) pyqueue against the same SQL by hand: enqueue_many "
         f"{fraction(result['by_hand']['enqueue_many_vs_by_hand'])} of its jobs/s, enqueue "
         f"{fraction(result['by_hand']['enqueue_time_vs_by_hand'])} times its time per job",
     ])
+
+
+def _cost(row: dict[str, Any], key: str, spec: str) -> str:
+    return "-" if key not in row else format(row[key], spec)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

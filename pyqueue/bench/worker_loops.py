@@ -154,7 +154,7 @@ def worker_drain(dsn: str, conn: Conn, queue: str, workers: int, config: Config,
     with Run([role], timeout=STEP_TIMEOUT) as run:
         handled = run.until_count(jobs)
         wait_until_acknowledged(conn, queue, run.started_at + STEP_TIMEOUT, left)
-        acknowledged = Outcome(jobs, time.perf_counter() - run.started_at)
+        acknowledged = Outcome(jobs, time.perf_counter() - run.started_at, usage=run.client_usage())
     return Drained(handled, acknowledged, profiling.function_calls_since(conn, before))
 
 

@@ -131,11 +131,17 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
                        job: AsyncJob) -> None:
         """A leased job, in a handler task: its handler, supervised."""
         try:
+            if self._stop.is_set():
+                consumer.acks.release_later(job)
+                return
+            if not self._tx_handlers:  # the tasks are the only users of the slots: not counted
+                await supervisor.run(job, self._handlers[job.queue])  # not if its lease was lost
+                return
             async with slots:
                 if self._stop.is_set():
                     consumer.acks.release_later(job)
                     return
-                await supervisor.run(job, self._handlers[job.queue])  # not if its lease was lost
+                await supervisor.run(job, self._handlers[job.queue])
         finally:
             self._held -= 1
             if self._held in (self.concurrency, 0):

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any, Generic, TypeVar
 
 from pyqueue.errors import JobTimeout
-from pyqueue.job import AsyncJob, Event, log_failed
+from pyqueue.job import STATE_LOCK, AsyncJob, Event, log_failed, move
 from pyqueue.worker.timeouts import AsyncAcks, shutdown_error
 
 logger = logging.getLogger("pyqueue.worker")
@@ -32,28 +33,53 @@ CANCELLED = "cancelled"  # jobq.cancel() of the job (or its lease found lost): n
 
 class HandlerTasks(Generic[T]):
     """``size`` tasks, each running ``run(item)`` for the items handed to
-    :meth:`put_many`, one item after the other, in order."""
+    :meth:`put_many`, one item after the other, in order.
+
+    The items wait in a deque that a task takes from without awaiting
+    anything while it holds items (no asyncio.Queue future per item); a
+    handoff wakes at most one idle task per item."""
 
     def __init__(self, size: int, run: Callable[[T], Awaitable[None]], name: str) -> None:
-        self._items: asyncio.Queue[T | None] = asyncio.Queue()
+        self._items: deque[T] = deque()
+        self._idle: deque[asyncio.Future[None]] = deque()  # the tasks waiting for items
+        self._closing = False
         self._run = run
         self._tasks = [asyncio.create_task(self._work(), name=f"{name}-{k}") for k in range(size)]
 
     def put_many(self, items: Iterable[T]) -> None:
-        for item in items:
-            self._items.put_nowait(item)
+        before = len(self._items)
+        self._items.extend(items)
+        self._wake(len(self._items) - before)
+
+    def _wake(self, count: int) -> None:
+        idle = self._idle
+        while count > 0 and idle:
+            waiter = idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                count -= 1
 
     async def _work(self) -> None:
-        while (item := await self._items.get()) is not None:
-            try:
-                await self._run(item)
-            except Exception:
-                logger.exception("a handler task's work raised")
+        items = self._items
+        run = self._run
+        loop = asyncio.get_running_loop()
+        while True:
+            if items:
+                try:
+                    await run(items.popleft())
+                except Exception:
+                    logger.exception("a handler task's work raised")
+                continue
+            if self._closing:
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._idle.append(waiter)
+            await waiter
 
     async def close(self) -> None:
         """Run what was handed over, then end the tasks."""
-        for _ in self._tasks:
-            self._items.put_nowait(None)
+        self._closing = True
+        self._wake(len(self._idle))
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
@@ -77,19 +103,21 @@ class InTaskSupervisor:
         self._give_up: asyncio.TimerHandle | None = None
 
     async def run(self, job: AsyncJob, handler: Callable[[AsyncJob], Awaitable[object]]) -> None:
-        """Run ``handler`` for ``job`` (RUNNING from now on), unless its lease was lost."""
-        if not job._on(Event.START):
-            return
-        task = asyncio.current_task()
-        assert task is not None
-        timer = None
-        if job.timeout is not None:
-            timer = asyncio.get_running_loop().call_later(
-                job.timeout.total_seconds(), self._cancel, task, job, TIMED_OUT)
-        self._running[task] = job
+        """Run ``handler`` for ``job`` (RUNNING from now on), unless its lease
+        was lost: the job's unit of work (``async with job``, written out:
+        this is the busiest path of an AsyncWorker)."""
+        with STATE_LOCK:
+            if not move(job, Event.START):
+                return
         loop = asyncio.get_running_loop()
-        job._on_lost = partial(loop.call_soon_threadsafe, self._cancel, task, job, CANCELLED)
-        async with job:
+        task = asyncio.current_task(loop)
+        assert task is not None
+        try:
+            timer = None
+            if job.timeout is not None:
+                timer = loop.call_later(job.timeout.total_seconds(), self._cancel, task, job, TIMED_OUT)
+            self._running[task] = job
+            job._on_lost = partial(loop.call_soon_threadsafe, self._cancel, task, job, CANCELLED)
             try:
                 value = await handler(job)
             except BaseException:
@@ -101,20 +129,28 @@ class InTaskSupervisor:
                     timer.cancel()
                 del self._running[task]
                 job._on_lost = None
-            why = self._why.pop(task, None)
+            why = self._why.pop(task, None) if self._why else None
             if why is None:
                 job._returned(value)
-                return
-            uncancel = getattr(task, "uncancel", None)  # Python 3.11+: the task goes on with the next job
-            if uncancel is not None:
-                uncancel()
-            if why == CANCELLED:
-                return  # not ours any more: leaving the block queues nothing
-            if why == TIMED_OUT:
-                raise JobTimeout(f"job ran longer than {job.timeout}") from None
-            error = shutdown_error(self.grace or 0.0)
-            if self.acks.fail_later(job, error):
-                log_failed(job, error)
+            else:
+                uncancel = getattr(task, "uncancel", None)  # Python 3.11+: the task goes on with the next job
+                if uncancel is not None:
+                    uncancel()
+                if why == TIMED_OUT:
+                    raise JobTimeout(f"job ran longer than {job.timeout}") from None
+                if why == SHUT_DOWN:
+                    error = shutdown_error(self.grace or 0.0)
+                    if self.acks.fail_later(job, error):
+                        log_failed(job, error)
+                # CANCELLED: not ours any more: leaving the unit of work queues nothing
+        except BaseException as error:  # what leaving ``async with job:`` does (AsyncJob.__aexit__)
+            if not await job.__aexit__(type(error), error, error.__traceback__):
+                raise
+            return
+        if (acks := job._acks) is None:
+            await job.__aexit__(None, None, None)
+        elif acks.complete_later(job):
+            await acks.after_ack()
 
     def _cancel(self, task: asyncio.Task[Any], job: AsyncJob, why: str) -> None:
         if self._running.get(task) is not job or task in self._why:

@@ -1,7 +1,19 @@
 """The handler threads of a sync Worker: a fixed set of threads taking work
 from one queue. Cheaper per job than a ThreadPoolExecutor (no Future, one
 wake-up per batch rather than per job): a worker hands over a whole claimed
-batch at once, and a thread that finds work waiting takes it without a lock."""
+batch at once, as the jobs themselves (``run`` is called with each: no
+callable made per job), and a thread that finds work waiting takes it
+without a lock.
+
+``lazy=True`` (the Worker's): a handoff wakes one sleeping thread, not one
+per item. Quick handlers (the no-op jobs of a benchmark) are then all run by
+the thread woken, which takes one item after the other without a lock,
+while the others sleep on: waking them would only have them wait for the
+GIL and switch back and forth. Slow handlers need every thread, so the
+owner calls :meth:`spread` whenever it wakes (and at least as often as it
+says): once items have waited SPREAD_AFTER seconds with none taken
+meanwhile, every sleeping thread is woken. Without an owner calling it,
+leave ``lazy`` off: every handoff wakes as many threads as items."""
 
 from __future__ import annotations
 
@@ -10,16 +22,28 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import Any
 
 logger = logging.getLogger("pyqueue.worker")
 
-Work = Callable[[], object]
+Work = Any  # an item handed over: what ``run`` is called with
+SPREAD_AFTER = 0.002  # seconds items may wait, none taken, before a lazy handoff wakes every thread
+
+
+def _call(work: Callable[[], object]) -> object:
+    return work()
 
 
 class HandlerThreads:
-    """``size`` threads running the callables handed to :meth:`put_many`, in order."""
+    """``size`` threads calling ``run(item)`` for the items handed to
+    :meth:`put_many`, in order (default: each item is a callable, called)."""
 
-    def __init__(self, size: int, name: str) -> None:
+    def __init__(self, size: int, name: str, run: Callable[[Any], object] = _call, *,
+                 lazy: bool = False) -> None:
+        self._run_item = run
+        self._lazy = lazy
+        self._taken = 0  # items taken so far (racy increments: only ever compared for a change)
+        self._mark = (0, 0.0)  # lazy: _taken when items started waiting or were last seen taken, and when
         self._work: deque[Work] = deque()
         self._cond = threading.Condition()
         self._closing = False
@@ -52,29 +76,62 @@ class HandlerThreads:
             before = len(self._work)
             self._work.extend(work)
             added = len(self._work) - before
-            if added:
+            if not added:
+                return
+            if not self._lazy:
                 self._cond.notify(added)
+            elif not before:  # none waited: one thread takes these, spread() wakes more if it is stuck
+                self._mark = (self._taken, time.monotonic())
+                self._cond.notify(1)
+
+    def spread(self) -> float | None:
+        """(lazy) Wake every sleeping thread when items have waited
+        SPREAD_AFTER seconds with none taken meanwhile (the threads awake
+        are busy with slow handlers). Seconds until it should be called
+        again; None when no item waits."""
+        if not self._lazy or not self._work:
+            return None
+        with self._cond:
+            if not self._work:
+                return None
+            now = time.monotonic()
+            taken, since = self._mark
+            if self._taken != taken:
+                self._mark = (self._taken, now)  # some were taken: the threads awake keep up
+                return SPREAD_AFTER
+            if now - since < SPREAD_AFTER:
+                return since + SPREAD_AFTER - now
+            self._cond.notify(len(self._work))
+            self._mark = (self._taken, now)
+            return SPREAD_AFTER
 
     def _next(self) -> Work | None:
-        try:
-            return self._work.popleft()  # atomic: no lock needed while work waits
-        except IndexError:
-            pass
+        """The next item, waiting for one; None when closing and none is left."""
         with self._cond:
             while not self._work:
                 if self._closing:
                     return None
                 self._cond.wait()
+            self._taken += 1
             return self._work.popleft()
 
     def _run(self) -> None:
         me = threading.get_ident()
-        while (work := self._next()) is not None:
+        run = self._run_item
+        popleft = self._work.popleft
+        retired = self._retired
+        while True:
             try:
-                work()
+                work = popleft()  # atomic: no lock needed while work waits
+                self._taken += 1
+            except IndexError:
+                if (work := self._next()) is None:
+                    return
+            try:
+                run(work)
             except BaseException:
                 logger.exception("a handler thread's work raised")
-            if me in self._retired:
+            if me in retired:
                 return  # replaced while its handler ran late
 
     def shutdown(self, timeout: float | None = None) -> bool:

@@ -37,7 +37,7 @@ MIN_LEASE = 1.0  # seconds: jobq's smallest lease and heartbeat extension
 NOTHING = object()  # no progress waiting to be sent
 
 
-@dataclass
+@dataclass(slots=True)
 class _Held:
     job: JobRecord
     lease: float  # seconds
@@ -118,8 +118,8 @@ class HeartbeatBook:
         fraction = self.fraction
         with self._lock:
             held = self._held
-            for job in jobs:
-                lease = max(job.lease_seconds or MIN_LEASE, MIN_LEASE)
+            for job in jobs:  # one _Held a job, and nothing else: a claim's every job passes here
+                lease = max(job._lease_seconds or MIN_LEASE, MIN_LEASE)
                 due = claimed_at + lease * fraction
                 held[job.id] = _Held(job, lease, due)
                 first = min(first, due)

@@ -230,10 +230,13 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
         self._work_noted = True
         self.wakeup.poke()
 
-    def wait(self, *, refresh: bool, respond: bool = True) -> bool:
+    def wait(self, *, refresh: bool, respond: bool = True, at_most: float | None = None) -> bool:
         """Sleep until there may be work (True), or until poked, stopped or
-        something else is due (False); see ``ConsumerCore.preparing_wait``."""
+        something else is due (False); see ``ConsumerCore.preparing_wait``.
+        ``at_most``: seconds to wait at most (a Worker's handler threads to look after)."""
         work_at, timeout = self.run(self.preparing_wait(refresh=refresh, respond=respond))
+        if at_most is not None:
+            timeout = min(timeout, at_most)
         deadline = time.monotonic() + timeout
         notified = False
         while not self.wakeup.stopped:

@@ -17,15 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 
 from pyqueue.defaults import WORKER_APPLICATION_NAME
-from pyqueue.job import Event, Job, JobRecord
+from pyqueue.job import STATE_LOCK, Event, Job, JobRecord, move
 from pyqueue.worker import startup
 from pyqueue.worker.connections import DedicatedConnection, PooledConnections
 from pyqueue.worker.handler_threads import HandlerThreads
 from pyqueue.worker.in_transaction import TxHandler, run_batch
-from pyqueue.worker.sync_consumer import Consumer, run_job
+from pyqueue.worker.sync_consumer import Consumer
 from pyqueue.worker.sync_listen import Handler
 from pyqueue.worker.wakeup import Wakeup, stop_on_signals
 from pyqueue.worker.worker_core import Rounds, WorkerCore
@@ -127,6 +128,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
         self._held = 0  # leased jobs handed to the threads and not finished
         self._executing: dict[int, int] = {}  # job id -> ident of the thread running its handler
         self._given_up: set[int] = set()  # jobs whose handler timed out and has not returned yet
+        self._consumer: Consumer  # set by run(), before any job is handed to a thread
 
     def stop(self) -> None:
         """Stop claiming; ``run()`` returns once the started jobs (and batches) are
@@ -149,7 +151,8 @@ class Worker(WorkerCore[Handler, TxHandler]):
                 heartbeat=pool,
                 jobs=pool,
             )
-            threads = HandlerThreads(self.concurrency, "pyqueue-handler")
+            self._consumer = consumer
+            threads = HandlerThreads(self.concurrency, "pyqueue-handler", run=self._run_item, lazy=True)
             consumer.running.on_expire = partial(self._timed_out, threads)
             try:
                 self._loop(consumer, threads, pool)
@@ -176,7 +179,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
                 if jobs:
                     with self._lock:
                         self._held += len(jobs)
-                    threads.put_many([partial(self._execute, consumer, job) for job in jobs])
+                    threads.put_many(jobs)  # each run by _run_item: no callable made per job
                 rounds.claimed(len(jobs))
             if start := self._batches_to_start():
                 consumer.looked()
@@ -185,32 +188,60 @@ class Worker(WorkerCore[Handler, TxHandler]):
                 consumer.send_acks()  # a batch's worth, or idle, or waited long enough
             if rounds.claim_now(self._held) or self._batch_startable():
                 continue
-            if consumer.wait(refresh=self._refresh(rounds), respond=rounds.respond(self._held)):
+            # Jobs handed over wake one thread; more once they wait with none taken (threads.spread).
+            spread_in = threads.spread()
+            if consumer.wait(refresh=self._refresh(rounds), respond=rounds.respond(self._held),
+                             at_most=spread_in):
                 self._woke(rounds)
 
-    def _execute(self, consumer: Consumer, job: Job) -> None:
+    def _run_item(self, item: Job | Callable[[], object]) -> None:
+        """What a handler thread runs: a leased job, or a callable (in-transaction batches)."""
+        if isinstance(item, JobRecord):
+            self._execute(item)
+        else:
+            item()
+
+    def _execute(self, job: Job) -> None:
+        """A leased job, in a handler thread: its handler as the job's unit of
+        work (``run_job``, written out here: this is the busiest path of a
+        Worker), unless the worker stopped (the job is released) or its lease
+        was lost."""
+        consumer = self._consumer
+        timeout = job.timeout
         try:
-            if self._wakeup.stopped:
+            if self._wakeup.event.is_set():
                 consumer.acks.release_later(job)
                 return
-            if not job._on(Event.START):
-                return  # its lease was lost, or the shutdown grace released it
-            if job.timeout is not None:  # it may be given up on: remember its thread
+            with STATE_LOCK:
+                if not move(job, Event.START):
+                    return  # its lease was lost, or the shutdown grace released it
+            if timeout is not None:  # it may be given up on: remember its thread
                 with self._lock:
                     self._executing[job.id] = threading.get_ident()
             running = consumer.running
             running.started(job)
             try:
-                run_job(job, self._handlers[job.queue])
+                try:
+                    value = self._handlers[job.queue](job)
+                    if value is not None:
+                        job._returned(value)
+                except BaseException as error:  # what leaving ``with job:`` does (Job.__exit__)
+                    if not job.__exit__(type(error), error, error.__traceback__):
+                        raise
+                else:
+                    acks = job._acks
+                    if acks is not None and acks.complete_later(job):
+                        acks.after_ack()
             finally:
                 running.finished(job)
         except BaseException:
             logger.exception("handler of queue %r raised out of job %d", job.queue, job.id)
         finally:
             with self._lock:
-                if job.id not in self._given_up:
-                    if job.timeout is not None:
-                        self._executing.pop(job.id, None)
+                if timeout is None:
+                    self._held -= 1
+                elif job.id not in self._given_up:
+                    self._executing.pop(job.id, None)
                     self._held -= 1
                 else:
                     self._given_up.discard(job.id)  # counted out when it timed out

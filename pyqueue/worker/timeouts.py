@@ -147,11 +147,13 @@ class RunningJobs:
 
     def started(self, job: JobRecord) -> None:
         self._running[job.id] = job
-        self.watchdog.started(job)
+        if job.timeout is not None or self.watchdog._thread is None:  # else it has nothing to do
+            self.watchdog.started(job)
 
     def finished(self, job: JobRecord) -> None:
         self._running.pop(job.id, None)
-        self.watchdog.finished(job)
+        if job.timeout is not None:
+            self.watchdog.finished(job)
 
     def expire(self, job: JobRecord, error: str) -> None:
         """Fail a running job at once (its timeout passed). One whose lease was

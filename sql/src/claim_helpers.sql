@@ -102,20 +102,40 @@ SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_plain boolean;
+    v_name text;
 BEGIN
     -- When every queue of a claim is plain — not paused, no concurrency or
     -- rate limit, no serial-group job in it — their distinct names (first
     -- occurrence order) and leases (p_lease, else each queue's setting), for
     -- the one-statement fast path. NULLs otherwise: the claim takes the full
-    -- path (jobq._pick). The arguments are already validated.
-    SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease) ORDER BY u.ord),
-           bool_and(NOT s.paused AND s.concurrency IS NULL AND s.rate_limit IS NULL AND NOT s.fair
-                    AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
-    INTO names, leases, v_plain
-    FROM (SELECT q.name, min(q.ord) AS ord
-          FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
-          GROUP BY q.name) AS u,
-         LATERAL jobq._settings(u.name) AS s;
+    -- path (jobq._pick). The arguments are already validated. The settings
+    -- are read as jobq._settings reads them (its defaults, the queue's
+    -- overrides), in this one statement: no call per queue; a claim of one
+    -- queue (the common case) in a statement without aggregates.
+    IF cardinality(p_queues) = 1 THEN
+        v_name := p_queues[array_lower(p_queues, 1)];   -- arrays may start at any index
+        SELECT ARRAY[v_name], ARRAY[coalesce(p_lease, s.lease, d.lease)],
+               NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+               AND NOT coalesce(s.fair, false)
+               AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = v_name AND g.group_key IS NOT NULL)
+        INTO names, leases, v_plain
+        FROM jobq._queue_defaults AS d
+        LEFT JOIN jobq._queue AS s ON s.queue = v_name;
+    ELSE
+        SELECT array_agg(u.name ORDER BY u.ord), array_agg(coalesce(p_lease, s.lease, d.lease) ORDER BY u.ord),
+               bool_and(NOT coalesce(s.paused, d.paused) AND s.concurrency IS NULL AND s.rate_limit IS NULL
+                        AND NOT coalesce(s.fair, false)
+                        AND NOT EXISTS (SELECT FROM jobq._job AS g WHERE g.queue = u.name AND g.group_key IS NOT NULL))
+        INTO names, leases, v_plain
+        FROM (SELECT q.name, min(q.ord) AS ord
+              FROM unnest(p_queues) WITH ORDINALITY AS q(name, ord)
+              GROUP BY q.name) AS u
+             CROSS JOIN jobq._queue_defaults AS d
+             LEFT JOIN LATERAL (SELECT s.lease, s.paused, s.concurrency, s.rate_limit, s.fair
+                                FROM jobq._queue AS s
+                                WHERE s.queue = u.name
+                                OFFSET 0) AS s ON true;  -- OFFSET 0: a probe of jobq._queue's key per queue
+    END IF;
     IF NOT v_plain THEN
         names := NULL;
         leases := NULL;

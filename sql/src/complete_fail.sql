@@ -190,7 +190,9 @@ BEGIN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must be arrays of the same length'
             USING ERRCODE = 'JQ010', HINT = 'Pass the id and lease_token of each claimed job, in the same order.';
     END IF;
-    PERFORM jobq._check_batch(cardinality(complete_many.ids), 'cardinality(ids)', 10000);
+    IF cardinality(complete_many.ids) > 10000 THEN
+        PERFORM jobq._check_batch(cardinality(complete_many.ids), 'cardinality(ids)', 10000);
+    END IF;
     IF array_position(complete_many.ids, NULL) IS NOT NULL
        OR array_position(complete_many.lease_tokens, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'jobq: ids and lease_tokens must not contain NULL'

@@ -9,7 +9,8 @@ SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $$
 DECLARE
-    v_queues text[];
+    v_limited text[];
+    v_rare jsonb;   -- the deleted jobs with side rows, dependents or watchers
     v_keyed_ids bigint[];
     v_keyed_queues text[];
     v_keys text[];
@@ -23,7 +24,8 @@ BEGIN
     -- job_key records its completion in jobq._key_done, and each is
     -- counted. Returns the ids that left, the queues to wake (serial
     -- groups, concurrency limits), and the parents and watched jobs among
-    -- them. Rows go in id order.
+    -- them. Rows go in id order. One statement deletes, counts (one
+    -- counter row per queue) and finds the queues to wake.
     WITH gone AS (
         DELETE FROM jobq._job AS j
         USING (SELECT u.* FROM unnest(p_ids, p_lease_tokens) AS u(id, lease_token) ORDER BY u.id) AS f
@@ -32,17 +34,34 @@ BEGIN
           AND (NOT p_held OR j.status = 'ready')
         RETURNING j.id, j.queue, j.group_key, j.job_key, j.last_error IS NOT NULL AS erred,
                   j.has_children, j.has_parents, j.watched
+    ), counted AS (
+        INSERT INTO jobq._counter (queue, bucket, completed)
+        SELECT g.queue, date_trunc('minute', now()), count(*) FROM gone AS g GROUP BY g.queue
+        RETURNING queue
     )
-    SELECT array_agg(g.id), array_agg(g.queue), array_agg(DISTINCT g.queue) FILTER (WHERE g.group_key IS NOT NULL),
-           array_agg(g.id) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.queue) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.job_key) FILTER (WHERE g.job_key IS NOT NULL),
-           array_agg(g.id) FILTER (WHERE g.erred),
-           array_agg(g.id) FILTER (WHERE g.has_children),
-           array_agg(g.id) FILTER (WHERE g.has_parents),
-           array_agg(g.id) FILTER (WHERE g.watched)
-    INTO ids, v_queues, wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+    SELECT array_agg(g.id),
+           jsonb_agg(g) FILTER (WHERE g.group_key IS NOT NULL OR g.job_key IS NOT NULL OR g.erred
+                                   OR g.has_children OR g.has_parents OR g.watched),
+           ARRAY(SELECT q.queue FROM jobq._queue AS q
+                 WHERE q.queue IN (SELECT c.queue FROM counted AS c) AND q.concurrency IS NOT NULL)
+    INTO ids, v_rare, v_limited
     FROM gone AS g;
+    IF v_rare IS NOT NULL THEN
+        -- Jobs with more to them (a serial group, a job_key, an error
+        -- history, dependents, parents, a watcher): the common case never
+        -- builds these arrays.
+        SELECT array_agg(DISTINCT r.queue) FILTER (WHERE r.group_key IS NOT NULL),
+               array_agg(r.id) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.queue) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.job_key) FILTER (WHERE r.job_key IS NOT NULL),
+               array_agg(r.id) FILTER (WHERE r.erred),
+               array_agg(r.id) FILTER (WHERE r.has_children),
+               array_agg(r.id) FILTER (WHERE r.has_parents),
+               array_agg(r.id) FILTER (WHERE r.watched)
+        INTO wake, v_keyed_ids, v_keyed_queues, v_keys, v_erred, parents, v_children, watched
+        FROM jsonb_to_recordset(v_rare) AS r(id bigint, queue text, group_key text, job_key text, erred boolean,
+                                             has_children boolean, has_parents boolean, watched boolean);
+    END IF;
     IF ids IS NULL THEN
         RETURN;
     END IF;
@@ -63,10 +82,7 @@ BEGIN
         SELECT u.queue, u.job_key, u.id, v_now FROM unnest(v_keyed_queues, v_keys, v_keyed_ids) AS u(queue, job_key, id)
         ON CONFLICT (queue, job_key) DO UPDATE SET job_id = excluded.job_id, finished_at = excluded.finished_at;
     END IF;
-    INSERT INTO jobq._counter (queue, bucket, completed)
-    SELECT u.queue, date_trunc('minute', now()), count(*) FROM unnest(v_queues) AS u(queue) GROUP BY u.queue;
-    wake := wake || ARRAY(SELECT q.queue FROM jobq._queue AS q
-                          WHERE q.queue = ANY (v_queues) AND q.concurrency IS NOT NULL);
+    wake := wake || v_limited;
 END
 $$;
 COMMENT ON FUNCTION jobq._finish_lean(bigint[], uuid[], boolean) IS
@@ -184,6 +200,7 @@ DECLARE
     v_wake text[];
     v_parents bigint[];
     v_watched bigint[];
+    v_lean record;
 BEGIN
     -- Take live jobs out of the live table as p_status (completed, dead or
     -- cancelled). A non-NULL lease token fences: the job must still be held
@@ -221,8 +238,12 @@ BEGIN
     END IF;
     IF p_status = 'completed' AND coalesce(cardinality(array_remove(p_results, NULL)), 0) = 0
        AND NOT jobq._history_kept() THEN
-        SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
-        FROM jobq._finish_lean(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_held => p_held) AS f;
+        -- An assignment, not a query: a simple expression costs no executor start.
+        v_lean := jobq._finish_lean(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_held => p_held);
+        v_ids := v_lean.ids;
+        v_wake := v_lean.wake;
+        v_parents := v_lean.parents;
+        v_watched := v_lean.watched;
     ELSE
         SELECT f.ids, f.wake, f.parents, f.watched INTO v_ids, v_wake, v_parents, v_watched
         FROM jobq._finish_kept(p_ids => p_ids, p_lease_tokens => p_lease_tokens, p_status => p_status,

@@ -86,8 +86,9 @@ AS $$
 BEGIN
     -- Whether any queue keeps completed jobs as history (retention over 0,
     -- by its own setting or by the default): when none does, finishing a
-    -- completed job need not copy its row.
-    RETURN (jobq._settings(NULL)).retention > interval '0'
+    -- completed job need not copy its row. (The default read from
+    -- jobq._queue_defaults directly: no jobq._settings call per finish.)
+    RETURN (SELECT d.retention FROM jobq._queue_defaults AS d) > interval '0'
         OR EXISTS (SELECT FROM jobq._queue AS q WHERE q.retention > interval '0');
 END
 $$;

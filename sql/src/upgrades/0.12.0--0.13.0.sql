@@ -1,4 +1,10 @@
 -- jobq 0.12.0 → 0.13.0. One line per change:
+--   jobq._claim: the plain path picks, locks and leases in one statement; the crowd probe's calm verdict holds 50 ms for the session's next claims (issue 24)
+--   jobq._plain_leases: reads the queues' settings in its own statement, no jobq._settings call (issue 24)
+--   jobq._history_kept: reads the default retention directly, no jobq._settings call (issue 24)
+--   jobq._finish_lean: deletes, counts and finds the queues to wake in one statement; side-row arrays only for jobs with side rows (issue 24)
+--   jobq._finish: calls jobq._finish_lean as an assignment, not a query (issue 24)
+--   jobq.complete_many: checks the batch size inline, calling jobq._check_batch only to raise (issue 24)
 --   fair queues (issue 28): a fair claim without per_key_concurrency leases in place, as the plain path does
 --     (a HOT update; they were all parked), the jobs within the first 1,000 due jobs of the claim index's
 --     most urgent priority, where reap and the live counts (jobq._leased_in_place's walk) find them; the
@@ -41,11 +47,16 @@ INSERT INTO jobq._migration (version) VALUES ('0.13.0');
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
+-- @replace-function jobq._history_kept()
+-- @replace-function jobq._plain_leases(text[], interval)
+-- @replace-function jobq._claim(text[], integer, text, interval)
+-- @replace-function jobq._finish_lean(bigint[], uuid[], boolean)
+-- @replace-function jobq._finish(bigint[], uuid[], text, text, boolean, jsonb[], bigint)
+-- @replace-function jobq.complete_many(bigint[], uuid[], jsonb[])
 DROP FUNCTION jobq._fair_pick(text, integer, jobq._queue);
 -- @function jobq._fair_window(text, boolean)
 -- @function jobq._fair_pick(text, integer, jobq._queue, boolean)
 -- @replace-function jobq._pick(text[], integer, interval)
--- @replace-function jobq._claim(text[], integer, text, interval)
 -- @replace-function jobq.configure_queue(text, integer, interval, interval, double precision, interval, interval, interval, integer, integer, integer, interval, interval, interval, boolean, jsonb, integer)
 -- @replace-function jobq.enqueue_many(text, jsonb[], timestamptz, integer, integer, text[], text, interval, interval, bigint[], text, jsonb[], text[], text)
 
