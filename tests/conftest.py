@@ -75,6 +75,7 @@ def pytest_runtest_makereport(
 LONG_FIRST = (
     "tests/test_docs.py::test_every_block_of_the_document_runs[docs/performance.md]",
     "tests/test_worker.py::test_recovers_after_the_database_refused_connections",
+    "tests/test_restart.py::test_restarts_mid_load_lose_no_committed_job",
     "tests/test_examples.py::test_psql_workers_finish_each_job_exactly_once",
     "tests/test_dashboard_browser.py::",
     "tests/test_periodic.py::test_pg_cron_runs_the_periodic_job",
@@ -86,7 +87,6 @@ LONG_FIRST = (
     "tests/test_docs.py::test_every_block_of_the_document_runs[docs/cli.md]",
     "tests/test_pooler_fleet.py::test_idle_polling_workers_stretch_their_interval",
     "tests/test_bench_programs.py::test_the_queue_grants_benchmark_measures_every_workload_on_every_configuration",
-    "tests/test_cli.py::test_help_lists_every_command",
     "tests/test_workflow_concurrency.py::test_diamond_graph_with_failures_and_a_killed_worker",
     "tests/test_dashboard_http_security.py::test_off_loopback_without_authentication_it_refuses_to_start",
     "tests/test_bench_programs.py::test_the_cold_start_benchmark_stopped_by_sigterm_stops_what_it_started",
