@@ -76,6 +76,7 @@ LONG_FIRST = (
     "tests/test_docs.py::test_every_block_of_the_document_runs[docs/performance.md]",
     "tests/test_worker.py::test_recovers_after_the_database_refused_connections",
     "tests/test_restart.py::test_restarts_mid_load_lose_no_committed_job",
+    "tests/test_bench.py::",
     "tests/test_examples.py::test_psql_workers_finish_each_job_exactly_once",
     "tests/test_dashboard_browser.py::",
     "tests/test_periodic.py::test_pg_cron_runs_the_periodic_job",

@@ -22,14 +22,14 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 import pyqueue
 from pyqueue.bench import drains, profiling, sql_loops, suite, worker_loops
 from pyqueue.bench.config import QUICK
-from pyqueue.bench.harness import Outcome
+from pyqueue.bench.harness import Outcome, Role, Task
 from pyqueue.bench.throughput import Best
+from tests import bench_loops
 from tests.conftest import proc_dsn
 
-# The smallest run's latency samples time out on a machine busy with the parallel
-# tests ("latency jobs reported no handler start"): the tests of its report run
-# after them. The others (a plan, the options, the goals) time nothing: in parallel.
-alone = pytest.mark.alone
+# Its module-scoped fixture (the smallest run) is built once: under pytest-xdist
+# (--dist loadgroup) every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("bench")
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -80,7 +80,6 @@ def report(tmp_path_factory: pytest.TempPathFactory, postgresql_proc: PostgreSQL
     return json.loads(json_path.read_text()), chart_path, out_path.read_text()
 
 
-@alone
 def test_the_smallest_run_writes_every_section(report: tuple[dict[str, Any], Path, str]) -> None:
     results, chart, printed = report
     assert set(results) == SECTIONS
@@ -98,7 +97,6 @@ def test_the_smallest_run_writes_every_section(report: tuple[dict[str, Any], Pat
         assert "chart skipped: matplotlib is not installed" in printed
 
 
-@alone
 def test_every_drain_row_at_every_worker_count(report: tuple[dict[str, Any], Path, str]) -> None:
     drain = report[0]["drain"]
     assert (drain["jobs"], drain["batch"]) == (DRAIN_JOBS, 50)
@@ -119,7 +117,6 @@ def test_every_drain_row_at_every_worker_count(report: tuple[dict[str, Any], Pat
         assert positive(found["pyqueue"]["handled_jobs_per_s"])
 
 
-@alone
 def test_the_leased_ahead_drain_is_next_to_the_plain_one(report: tuple[dict[str, Any], Path, str]) -> None:
     leased = report[0]["drain"]["leased_ahead"]
     assert (leased["ran"], leased["leased_jobs"], leased["workers"]) == (True, 200, 4)
@@ -130,7 +127,6 @@ def test_the_leased_ahead_drain_is_next_to_the_plain_one(report: tuple[dict[str,
             assert positive(entry[key]), (row, key, entry)
 
 
-@alone
 def test_enqueue_and_one_connection_ratios(report: tuple[dict[str, Any], Path, str]) -> None:
     results = report[0]
     enqueue = results["enqueue"]
@@ -143,7 +139,6 @@ def test_enqueue_and_one_connection_ratios(report: tuple[dict[str, Any], Path, s
         assert positive(entry["jobs_per_s"]) and positive(entry["ratio_to_floor"]), (name, entry)
 
 
-@alone
 def test_every_goal_of_issue_11_is_judged(report: tuple[dict[str, Any], Path, str]) -> None:
     results, _, printed = report
     targets = results["targets"]
@@ -159,7 +154,6 @@ def test_every_goal_of_issue_11_is_judged(report: tuple[dict[str, Any], Path, st
     assert "issue 6" not in printed
 
 
-@alone
 def test_workflows_batch_drain_next_to_the_plain_one(report: tuple[dict[str, Any], Path, str]) -> None:
     workflows = report[0]["workflows"]
     assert (workflows["jobs"], workflows["workers"]) == (DRAIN_JOBS, 16)
@@ -171,7 +165,6 @@ def test_workflows_batch_drain_next_to_the_plain_one(report: tuple[dict[str, Any
     assert positive(fan_in["enqueue_callback_ms"]) and positive(fan_in["release_ms"])
 
 
-@alone
 def test_latency_percentiles_are_ordered(report: tuple[dict[str, Any], Path, str]) -> None:
     latency = report[0]["pickup_latency"]
     assert (latency["samples"], latency["workers"]) == (8, 2)
@@ -182,7 +175,6 @@ def test_latency_percentiles_are_ordered(report: tuple[dict[str, Any], Path, str
         assert variant["p50_ms"] > 0 and variant["enqueue_call"]["p50_ms"] > 0
 
 
-@alone
 def test_scaling_has_every_point_and_variant(report: tuple[dict[str, Any], Path, str]) -> None:
     scaling = report[0]["scaling"]
     assert [p["workers"] for p in scaling["points"]] == [1, 3]
@@ -196,7 +188,6 @@ def test_scaling_has_every_point_and_variant(report: tuple[dict[str, Any], Path,
         assert point["naive_deadlocks"] >= 0
 
 
-@alone
 def test_soak_samples_the_table_over_time(report: tuple[dict[str, Any], Path, str]) -> None:
     soak = report[0]["soak"]
     assert soak["ran"] is True
@@ -205,14 +196,12 @@ def test_soak_samples_the_table_over_time(report: tuple[dict[str, Any], Path, st
     assert positive(soak["offered_jobs_per_s"])
 
 
-@alone
 def test_profile(report: tuple[dict[str, Any], Path, str]) -> None:
     profile = report[0]["profile"]
     assert all(positive(v["mean_ms"]) for v in profile["round_trips"].values())
     assert profile["claim_plan"]["uses_index"] is True
 
 
-@alone
 def test_nothing_is_left_behind(report: tuple[dict[str, Any], Path, str],
                                 postgresql_proc: PostgreSQLExecutor) -> None:
     with psycopg.connect(proc_dsn(postgresql_proc, BENCH_DATABASE)) as conn:
@@ -314,3 +303,16 @@ def test_repeated_rounds_count_by_median_or_best() -> None:
         assert best.result("row")["runs_jobs_per_s"] == list(map(float, rates))
     with pytest.raises(ValueError, match="statistic"):
         Best("mean")
+
+
+def test_a_latency_sample_that_arrives_after_its_count_is_waited_for() -> None:
+    """A driver counts a job (shared memory) before its sample has come
+    through the samples pipe (a feeder thread, late on a busy machine): the
+    latency section waits for every sample until its timeout, instead of
+    failing with "latency jobs reported no handler start"."""
+    samples = 3
+    role = Role(bench_loops.late_sampler, [Task("", "", samples, "late-sampler")])
+    delays = worker_loops.pickups(role, lambda k: None, samples, QUICK, seed=1)
+    assert sorted(delays) == ["after_commit", "enqueue_call", "total"]
+    assert len(delays["total"]) == samples
+    assert all(value > 0 for value in delays["total"]), delays
