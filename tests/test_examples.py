@@ -1,6 +1,6 @@
 """The workers in other languages, run for real against this test's database: examples/node
 (node-postgres) and examples/psql (a bash loop around psql). Each drains a batch with two concurrent
-processes (node 1,000 jobs; psql 250, as each of its jobs starts a few processes; times
+processes (node 1,000 jobs; psql 100, as each of its jobs starts a few processes; times
 JOBQ_CHAOS_SCALE under `make chaos`), one job failing into a retry, and the database and the workers'
 logs show every job finished exactly once. Both go on working after a lost lease; the node worker
 wakes on NOTIFY."""
