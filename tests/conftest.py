@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from _pytest.nodeid import NodeId  # pytest 9.2: a node's id, which pytest-xdist 3.8 cannot set
 from psycopg.conninfo import make_conninfo
 from pytest_postgresql import factories
 from pytest_postgresql.executors import PostgreSQLExecutor
@@ -75,6 +76,8 @@ def pytest_runtest_makereport(
 LONG_FIRST = (
     "tests/test_docs.py::test_every_block_of_the_document_runs[docs/performance.md]",
     "tests/test_worker.py::test_recovers_after_the_database_refused_connections",
+    "tests/test_restart.py::test_restarts_mid_load_lose_no_committed_job",
+    "tests/test_bench.py::",
     "tests/test_examples.py::test_psql_workers_finish_each_job_exactly_once",
     "tests/test_dashboard_browser.py::",
     "tests/test_periodic.py::test_pg_cron_runs_the_periodic_job",
@@ -86,7 +89,6 @@ LONG_FIRST = (
     "tests/test_docs.py::test_every_block_of_the_document_runs[docs/cli.md]",
     "tests/test_pooler_fleet.py::test_idle_polling_workers_stretch_their_interval",
     "tests/test_bench_programs.py::test_the_queue_grants_benchmark_measures_every_workload_on_every_configuration",
-    "tests/test_cli.py::test_help_lists_every_command",
     "tests/test_workflow_concurrency.py::test_diamond_graph_with_failures_and_a_killed_worker",
     "tests/test_dashboard_http_security.py::test_off_loopback_without_authentication_it_refuses_to_start",
     "tests/test_bench_programs.py::test_the_cold_start_benchmark_stopped_by_sigterm_stops_what_it_started",
@@ -103,9 +105,27 @@ def long_first_rank(nodeid: str) -> int:
     return next((i for i, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def xdist_group(item: pytest.Item) -> str | None:
+    """The names of an item's xdist_group marks, joined as pytest-xdist joins them."""
+    names = {str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+             for mark in item.iter_markers("xdist_group")}
+    return "_".join(sorted(names)) if names else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests of LONG_FIRST first, in its order; the others as collected
-    (a stable sort: every xdist process computes the same order)."""
+    (a stable sort: every xdist process computes the same order).
+
+    In an xdist process under --dist loadgroup, every test of an xdist_group
+    gets the group's ``@name`` suffix on its node id, which the scheduler
+    groups by. pytest-xdist 3.8 sets it through ``item._nodeid``, which pytest
+    9.2 no longer reads (its node id is ``item._id``): the groups were split
+    over the processes, and a module-scoped fixture built once per process."""
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            group = xdist_group(item)
+            if group is not None and not item.nodeid.endswith(f"@{group}"):
+                item._id = NodeId.parse(f"{item.nodeid}@{group}")
     items.sort(key=lambda item: long_first_rank(item.nodeid))
 
 

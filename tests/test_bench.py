@@ -22,13 +22,14 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 import pyqueue
 from pyqueue.bench import drains, profiling, sql_loops, suite, worker_loops
 from pyqueue.bench.config import QUICK
-from pyqueue.bench.harness import Outcome
+from pyqueue.bench.harness import Outcome, Role, Task
 from pyqueue.bench.throughput import Best
+from tests import bench_loops
 from tests.conftest import proc_dsn
 
-# The benchmark's latency samples time out on a machine busy with the parallel
-# tests ("latency jobs reported no handler start"): they run after them.
-pytestmark = pytest.mark.alone
+# Its module-scoped fixture (the smallest run) is built once: under pytest-xdist
+# (--dist loadgroup) every test of this module runs on the same worker.
+pytestmark = pytest.mark.xdist_group("bench")
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -302,3 +303,16 @@ def test_repeated_rounds_count_by_median_or_best() -> None:
         assert best.result("row")["runs_jobs_per_s"] == list(map(float, rates))
     with pytest.raises(ValueError, match="statistic"):
         Best("mean")
+
+
+def test_a_latency_sample_that_arrives_after_its_count_is_waited_for() -> None:
+    """A driver counts a job (shared memory) before its sample has come
+    through the samples pipe (a feeder thread, late on a busy machine): the
+    latency section waits for every sample until its timeout, instead of
+    failing with "latency jobs reported no handler start"."""
+    samples = 3
+    role = Role(bench_loops.late_sampler, [Task("", "", samples, "late-sampler")])
+    delays = worker_loops.pickups(role, lambda k: None, samples, QUICK, seed=1)
+    assert sorted(delays) == ["after_commit", "enqueue_call", "total"]
+    assert len(delays["total"]) == samples
+    assert all(value > 0 for value in delays["total"]), delays

@@ -1,6 +1,6 @@
 """The workers in other languages, run for real against this test's database: examples/node
 (node-postgres) and examples/psql (a bash loop around psql). Each drains a batch with two concurrent
-processes (node 1,000 jobs; psql 250, as each of its jobs starts a few processes; times
+processes (node 1,000 jobs; psql 100, as each of its jobs starts a few processes; times
 JOBQ_CHAOS_SCALE under `make chaos`), one job failing into a retry, and the database and the workers'
 logs show every job finished exactly once. Both go on working after a lost lease; the node worker
 wakes on NOTIFY."""
@@ -35,7 +35,7 @@ QUEUE = "examples"
 # The application_name of every example worker's sessions (node-<pid>, psql, java-<pid>, ...).
 WORKER_SESSIONS = "^(node-|psql|java-|ruby-|asyncpg-|postgresjs-)"
 NODE_JOBS = scaled(1000)
-PSQL_JOBS = scaled(250)  # a psql worker starts a psql (and the handler's bash) per job
+PSQL_JOBS = scaled(100)  # a psql worker starts a psql (and the handler's bash) per job: make chaos, 1,000
 WAIT = 300.0  # seconds: generous, never a time bound on the workers (the machine is shared)
 EXIT_WAIT = 60.0  # seconds a worker may take to exit after SIGTERM
 # The psql worker's command, which does what the node example's handler does: the payload on stdin,

@@ -58,6 +58,9 @@ WORKER_OPTIONS = (
 )
 IDLE_POLL = 300.0  # seconds: the NOTIFY-only worker's poll interval
 DRAIN_TIMEOUT = 180.0  # seconds
+# seconds for every worker to listen again: after three restarts a worker's
+# reconnection backoff may have grown to its cap (RECONNECT_DELAY_MAX, 30 s)
+LISTEN_TIMEOUT = 120.0
 WAKE_TIMEOUT = 30.0  # seconds: well under IDLE_POLL, so only NOTIFY explains a pickup
 
 
@@ -140,7 +143,6 @@ class CommittingProducer:
         self.stop.wait(0.1)
 
 
-@pytest.mark.alone  # a listener caught between connecting and LISTEN beside the parallel tests
 def test_restarts_mid_load_lose_no_committed_job(server: LocalServer, tmp_path: Path) -> None:
     rand, seed = rng("restarts")
     dsn = server.dsn
@@ -157,6 +159,8 @@ def test_restarts_mid_load_lose_no_committed_job(server: LocalServer, tmp_path: 
                                            handle_signals=False, poll_interval=IDLE_POLL, reap_interval=None))
     producers: list[CommittingProducer] = []
     last_restart: datetime | None = None
+    # A listener's last statement: the LISTEN, or the first-responder lock it takes on that connection.
+    listen_statements = {q.LISTEN, *(s.replace("%s", "$1") for s in (q.RESPONDER_LOCK, q.RESPONDER_UNLOCK))}
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             keep_history(conn, QUEUE)
@@ -186,13 +190,19 @@ def test_restarts_mid_load_lose_no_committed_job(server: LocalServer, tmp_path: 
             wait_until(drained, "every committed job completed after the restarts", timeout=DRAIN_TIMEOUT)
             drain_seconds = elapsed(stopped_producing)
             # Every worker reconnected by itself and listens again, on a
-            # connection opened after the last restart.
-            wait_until(lambda: len(backend_pids(conn, LISTEN_APPLICATION_NAME)) == len(SHAPES) + 1,
-                       "every worker listening again")
-            listening = conn.execute(
-                "SELECT backend_start > %s, query FROM pg_stat_activity "
-                "WHERE datname = current_database() AND application_name = %s",
-                (last_restart, LISTEN_APPLICATION_NAME)).fetchall()
+            # connection opened after the last restart. Waited for, not read
+            # once: on a busy machine a listener is seen between connecting
+            # and its LISTEN for a while.
+            def listeners() -> list[tuple[bool, str]]:
+                return [(bool(fresh), str(query)) for fresh, query in conn.execute(
+                    "SELECT backend_start > %s, query FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND application_name = %s",
+                    (last_restart, LISTEN_APPLICATION_NAME)).fetchall()]
+
+            wait_until(lambda: (len(found := listeners()) == len(SHAPES) + 1
+                                and all(fresh and query in listen_statements for fresh, query in found)),
+                       "every worker listening again", timeout=LISTEN_TIMEOUT)
+            listening = listeners()
             # The NOTIFY-only worker wakes for a new job (its poll is minutes away).
             wake = pyqueue.enqueue(conn, WAKE_QUEUE, {})
             wait_until(lambda: woken == [wake], "the idle worker woken by NOTIFY", timeout=WAKE_TIMEOUT)
@@ -235,7 +245,6 @@ def test_restarts_mid_load_lose_no_committed_job(server: LocalServer, tmp_path: 
     assert other == 0  # nothing died or was cancelled on the way
     # Opened after the last restart; its last statement is the LISTEN or the
     # first-responder lock the worker takes on that connection.
-    listen_statements = {q.LISTEN, *(s.replace("%s", "$1") for s in (q.RESPONDER_LOCK, q.RESPONDER_UNLOCK))}
     assert [fresh for fresh, _ in listening] == [True] * (len(SHAPES) + 1)
     assert {statement for _, statement in listening} <= listen_statements, listening
     assert unclean == [], f"workers that did not exit 0 on SIGTERM: {unclean}"

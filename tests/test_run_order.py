@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from tests.conftest import LONG_FIRST, ROOT, long_first_rank, pytest_collection_modifyitems
 
@@ -36,11 +39,30 @@ class Item:
     nodeid: str
 
 
+OUTSIDE_XDIST = SimpleNamespace(option=SimpleNamespace())  # a config without xdist's loadgroup
+
+
+def test_an_xdist_group_runs_on_one_process() -> None:
+    """Under --dist loadgroup the tests of one xdist_group run on one xdist
+    process, so that a module-scoped fixture is built once (pytest 9.2 with
+    pytest-xdist 3.8 split them: the conftest hook names the group)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v",
+         "-m", "not alone", "tests/test_bench.py", "-k",
+         "bad_list or full_run or repeated or add_arguments or in_transaction_mode"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = re.findall(r"^\[(gw\d+)\] .*PASSED (\S+)", done.stdout, re.MULTILINE)
+    assert len(ran) == 5, done.stdout
+    assert all(nodeid.endswith("@bench") for _, nodeid in ran), ran
+    assert len({worker for worker, _ in ran}) == 1, f"the group was split: {ran}"
+
+
 def test_the_long_tests_come_first_in_order_and_the_rest_as_collected() -> None:
     first, second = LONG_FIRST[0], LONG_FIRST[1]
     items = [Item("tests/test_a.py::test_one"), Item(second),
              Item("tests/test_b.py::test_two"), Item(first), Item("tests/test_a.py::test_three")]
-    pytest_collection_modifyitems(items)  # type: ignore[arg-type]  # only nodeid is read
+    pytest_collection_modifyitems(OUTSIDE_XDIST, items)  # type: ignore[arg-type]  # only nodeid is read
     assert [item.nodeid for item in items] == [
         first, second, "tests/test_a.py::test_one", "tests/test_b.py::test_two",
         "tests/test_a.py::test_three"]

@@ -204,10 +204,16 @@ def pickups(role: Role, enqueue: Callable[[int], object], samples: int, config: 
             if time.perf_counter() > deadline:
                 raise BenchError(f"only {run.counted()} of {samples} latency jobs were picked up")
             run.sleep(0.01)
+        # A job is counted in shared memory at once; its sample comes through a
+        # pipe (a multiprocessing queue's feeder thread), later on a busy machine.
         started: dict[int, float] = {}
-        for sample in run.drain_samples():
-            number, at = cast("tuple[int, float]", sample)
-            started[number] = at
+        while True:
+            for sample in run.drain_samples():
+                number, at = cast("tuple[int, float]", sample)
+                started[number] = at
+            if set(sent) <= set(started) or time.perf_counter() > deadline:
+                break
+            run.sleep(0.01)
     missing = set(sent) - set(started)
     if missing:
         raise BenchError(f"{len(missing)} latency jobs reported no handler start")
