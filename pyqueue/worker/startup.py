@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 
-import pyqueue
 from pyqueue._sqlfiles import SchemaError
+from pyqueue._version import __version__
 from pyqueue.defaults import WORKER_APPLICATION_NAME
 from pyqueue.errors import JobqNotInstalled
 from pyqueue.worker.connections import aconnect, connect
@@ -43,7 +43,7 @@ def package_version() -> str:
     installed distribution's metadata: importlib.metadata scans sys.path for
     it, about 1 ms of CPU at every worker's start (more with a longer
     sys.path), and it names what pip installed, not necessarily what runs."""
-    return pyqueue.__version__
+    return __version__
 
 
 @dataclass(frozen=True)
