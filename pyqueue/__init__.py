@@ -10,6 +10,7 @@ jobq raises surface as the typed exceptions of :mod:`pyqueue.errors`.
 from __future__ import annotations
 
 from pyqueue import aio, client
+from pyqueue._version import __version__
 from pyqueue.client import *  # noqa: F403  (the client calls: client.__all__)
 from pyqueue.errors import (
     ERRORS_BY_SQLSTATE,
@@ -45,8 +46,6 @@ from pyqueue.errors import (
 )
 from pyqueue.job import AsyncTxJob, Job, JobRecord, TakenJob, TxJob
 from pyqueue.worker import JobIterator, Worker, listen
-
-__version__ = "0.13.0"
 
 __all__ = [
     "ERRORS_BY_SQLSTATE",

@@ -9,6 +9,7 @@ what it starts, as ``pyqueue worker`` does."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import threading
 import time
@@ -168,8 +169,15 @@ def test_a_worker_that_cannot_make_its_first_connection_raises_at_once(tmp_path:
     assert time.monotonic() - started < FAIL_FAST
 
 
-def test_a_worker_logs_its_start_and_warns_of_an_unknown_queue(conn: Conn, dsn: str,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_a_worker_logs_its_start_and_warns_of_an_unknown_queue(
+        conn: Conn, dsn: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    # The version is the code's own (pyqueue.__version__), not read from the
+    # installed distribution (its metadata scan costs CPU at each start): a checkout
+    # that pip never installed still says which pyqueue runs.
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
     pyqueue.enqueue(conn, "emails", {})
     caplog.set_level(logging.INFO, logger="pyqueue.worker")
     worker = a_worker(dsn, "emails", "emials")
@@ -178,7 +186,7 @@ def test_a_worker_logs_its_start_and_warns_of_an_unknown_queue(conn: Conn, dsn: 
     [start] = [r for r in caplog.records if "pyqueue worker starting" in r.getMessage()]
     assert start.levelno == logging.INFO
     assert f"queues emails, emials; concurrency {worker.concurrency}" in start.getMessage()
-    assert f"jobq {default_version()} installed" in start.getMessage()
+    assert f"jobq {default_version()} installed; pyqueue {pyqueue.__version__}" in start.getMessage()
     [unknown] = [r for r in caplog.records if "never seen" in r.getMessage()]
     assert unknown.levelno == logging.WARNING
     assert "queue emials " in unknown.getMessage() and unknown.getMessage().endswith("Known queues: emails")

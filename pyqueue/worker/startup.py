@@ -16,20 +16,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 import psycopg
 from psycopg.rows import tuple_row
 
 from pyqueue._sqlfiles import SchemaError
+from pyqueue._version import __version__
 from pyqueue.defaults import WORKER_APPLICATION_NAME
 from pyqueue.errors import JobqNotInstalled
 from pyqueue.worker.connections import aconnect, connect
 
 logger = logging.getLogger("pyqueue.worker")
 
-DISTRIBUTION = "jobq"  # pyqueue's distribution name (pip install ./, jobq[dashboard])
 # jobq.version() when jobq is there, NULL when its schema is not, and a
 # schema without it (not jobq's) told apart.
 PROBE = ("SELECT pg_catalog.to_regnamespace('jobq') IS NOT NULL,"
@@ -39,11 +38,12 @@ SHOWN_QUEUES = 20  # known queues named in the warning, at most
 
 
 def package_version() -> str:
-    """The installed pyqueue's version (distribution jobq)."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
+    """This pyqueue's version: ``pyqueue.__version__``, the version of the
+    code that runs (a test keeps it equal to pyproject's). Not read from the
+    installed distribution's metadata: importlib.metadata scans sys.path for
+    it, about 1 ms of CPU at every worker's start (more with a longer
+    sys.path), and it names what pip installed, not necessarily what runs."""
+    return __version__
 
 
 @dataclass(frozen=True)
