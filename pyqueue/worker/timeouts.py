@@ -147,13 +147,11 @@ class RunningJobs:
 
     def started(self, job: JobRecord) -> None:
         self._running[job.id] = job
-        if job.timeout is not None or self.watchdog._thread is None:  # else it has nothing to do
-            self.watchdog.started(job)
+        self.watchdog.started(job)  # returns at once for a job without a timeout
 
     def finished(self, job: JobRecord) -> None:
         self._running.pop(job.id, None)
-        if job.timeout is not None:
-            self.watchdog.finished(job)
+        self.watchdog.finished(job)
 
     def expire(self, job: JobRecord, error: str) -> None:
         """Fail a running job at once (its timeout passed). One whose lease was
