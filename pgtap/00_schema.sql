@@ -25,13 +25,13 @@ SELECT has_view('jobq', 'queues', 'view jobq.queues exists');
 SELECT has_view('jobq', 'schedules', 'view jobq.schedules exists');
 SELECT has_type('jobq', 'job', 'type jobq.job exists');
 
-SELECT is(jobq.version(), '0.13.0', 'jobq.version() is 0.13.0');
--- A fresh install records 0.13.0 only; an upgraded one records every step.
+SELECT is(jobq.version(), '0.14.0', 'jobq.version() is 0.14.0');
+-- A fresh install records 0.14.0 only; an upgraded one records every step.
 SELECT is((SELECT version FROM jobq._migration
-           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.13.0',
-          'the newest version recorded in jobq._migration is 0.13.0');
-SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '0.9.0', '0.10.0', '0.11.0', '0.12.0', '0.13.0')$$,
-                'jobq._migration records only released versions up to 0.13.0');
+           ORDER BY string_to_array(version, '.')::int[] DESC LIMIT 1), '0.14.0',
+          'the newest version recorded in jobq._migration is 0.14.0');
+SELECT is_empty($$SELECT version FROM jobq._migration WHERE version NOT IN ('0.1.0', '0.2.0', '0.3.0', '0.4.0', '0.5.0', '0.6.0', '0.7.0', '0.8.0', '0.9.0', '0.10.0', '0.11.0', '0.12.0', '0.13.0', '0.14.0')$$,
+                'jobq._migration records only released versions up to 0.14.0');
 
 SELECT set_has(
     $$SELECT attname::text FROM pg_catalog.pg_attribute

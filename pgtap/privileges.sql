@@ -151,7 +151,7 @@ SELECT is(pg_temp.as_role('jobq_producer', $$SELECT current_user$$), 'jobq_produ
 SELECT is(current_user::text, session_user::text, 'and switches back');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('priv', ARRAY['{}', '{}']::jsonb[])$$), '2',
           'jobq_producer: enqueue_many works');
-SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.13.0', 'jobq_producer: version works');
+SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.version()$$), '0.14.0', 'jobq_producer: version works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT count(*) FROM jobq.enqueue_many('privg', ARRAY['{}', '{}']::jsonb[], group_key => 'g')$$), '2',
           'jobq_producer: enqueue_many with a group_key works');
 SELECT is(pg_temp.as_role('jobq_producer', $$SELECT jobq.enqueue('privg', '{}', group_key => 'g') IS NOT NULL$$), 'true',

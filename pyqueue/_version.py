@@ -4,4 +4,4 @@ is this; tests/test_schema.py keeps it equal to pyproject's version)."""
 
 from __future__ import annotations
 
-__version__ = "0.13.0"
+__version__ = "0.14.0"

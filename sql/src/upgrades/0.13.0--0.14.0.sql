@@ -1,0 +1,47 @@
+-- jobq 0.13.0 → 0.14.0. One line per change:
+--   (none yet)
+
+-- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
+-- upgrade on a database where jobq 0.13.0 is installed.
+
+DO $path$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    ELSE
+        PERFORM pg_catalog.set_config('jobq.caller_search_path', pg_catalog.current_setting('search_path'), false);
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false);
+    END IF;
+END
+$path$;
+
+DO $guard$
+BEGIN
+    IF jobq.version() <> '0.13.0' THEN
+        RAISE EXCEPTION 'jobq: this script upgrades 0.13.0 to 0.14.0, but version % is installed', jobq.version()
+            USING ERRCODE = 'JQ000', HINT = 'Apply the upgrade scripts in order, or use pyqueue upgrade.';
+    END IF;
+END
+$guard$;
+INSERT INTO jobq._migration (version) VALUES ('0.14.0');
+
+---------------------------------------------------------------------------
+-- functions
+---------------------------------------------------------------------------
+
+-- @replace-function jobq.version()
+
+---------------------------------------------------------------------------
+-- privileges
+---------------------------------------------------------------------------
+
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+
+-- The caller's search_path back (psql -f, pyqueue; CREATE EXTENSION restores it itself).
+DO $path$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'jobq') THEN
+        PERFORM pg_catalog.set_config('search_path', pg_catalog.current_setting('jobq.caller_search_path'), false);
+    END IF;
+END
+$path$;
