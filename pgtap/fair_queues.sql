@@ -5,7 +5,7 @@
 -- running jobs of each key. Bad input is a JQ error that changes nothing.
 -- (Many sessions and worker processes: tests/test_fair_queues.py.)
 BEGIN;
-SELECT plan(97);
+SELECT plan(100);
 
 -- The fair keys of the jobs a claim returns, sorted ('-' for a keyless job).
 CREATE FUNCTION pg_temp.claim_keys(p_queue text, p_n int) RETURNS text LANGUAGE sql AS $$
@@ -277,6 +277,29 @@ SELECT is((SELECT array_agg(DISTINCT started_at) FROM jobq._job WHERE queue = 'f
           (SELECT array_agg(started_at) FROM jobq._rate_start WHERE queue = 'fr'),
           'its jobs start at the time their starts are recorded');
 SELECT is((SELECT count(*)::int FROM jobq.claim('fr', 3)), 0, 'the window is full: the next claim starts none');
+
+-- the window of leases in place moves with the head of the claim index: a
+-- claim after 1,600 jobs of two keys were claimed and finished still leases
+-- in place (the window was read again once the head passed its half-way job)
+DELETE FROM jobq._job;
+SELECT jobq.configure_queue('wm', fair => true);
+SELECT count(*) FROM jobq.enqueue_many('wm', array_fill('{}'::jsonb, ARRAY[3000]),
+                                       fair_keys => ARRAY(SELECT CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END
+                                                          FROM generate_series(1, 3000) AS i));
+DO $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    FOR i IN 1..800 LOOP
+        v_ids := ARRAY(SELECT c.id FROM jobq.claim('wm', 2) AS c);
+        DELETE FROM jobq._job WHERE id = ANY (v_ids);
+    END LOOP;
+END
+$$;
+SELECT is((SELECT count(*)::int FROM jobq._job WHERE queue = 'wm'), 1400, '1,600 jobs claimed two at a time and gone');
+SELECT is(pg_temp.claim_keys('wm', 2), 'a,b', 'the next claim: one job of each key');
+SELECT is((SELECT count(*)::int FROM jobq._leased_in_place(clock_timestamp()) WHERE queue = 'wm'), 2,
+          'both leased in place, where jobq._leased_in_place finds them');
 
 SELECT * FROM finish();
 ROLLBACK;

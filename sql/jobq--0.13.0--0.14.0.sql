@@ -1,5 +1,5 @@
 -- jobq 0.13.0 → 0.14.0. One line per change:
---   (none yet)
+--   jobq._fair_pick: the key walk lands on each key's first job, and a turn of one job locks it there (a TID scan), one index descent per key instead of two; the window read inline; a claim of one finds a second key in the walk, not in two probes (issue 28)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.13.0 is installed.
@@ -37,6 +37,352 @@ AS $$
     SELECT '0.14.0'::text
 $$;
 COMMENT ON FUNCTION jobq.version() IS 'Installed jobq version (semver text).';
+CREATE OR REPLACE FUNCTION jobq._fair_pick(p_queue text, p_n integer, p_settings jobq._queue, p_place boolean,
+                                OUT ids bigint[], OUT parked boolean[])
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
+SET jit = off
+SET enable_sort = off
+SET enable_bitmapscan = off
+SET enable_seqscan = off
+SET max_parallel_workers_per_gather = 0
+AS $$
+DECLARE
+    v_ids bigint[] := '{}';
+    v_parked boolean[] := '{}';
+    v_got_parked boolean[];
+    -- The window where leases may stay in place (jobq._fair_window): its
+    -- priority and last job (NULL: none, every lease is parked).
+    v_window bigint[];
+    v_win_priority integer;
+    v_win_run_at timestamptz;
+    v_win_id bigint;
+    -- Its half-way job, and whether this claim leased in place a job at or
+    -- before it (then the head of the claim index is there too: no probe).
+    v_half_run_at timestamptz;
+    v_half_id bigint;
+    v_early boolean := false;
+    v_got_early boolean;
+    v_head record;
+    v_single boolean := false;   -- one key in the whole queue: leases in place, no window needed
+    v_weights jsonb := coalesce(p_settings.fair_weights, '{}');
+    v_limit integer := p_settings.per_key_concurrency;
+    v_running jsonb := '{}';
+    v_last text := p_settings.fair_cursor;
+    v_used integer := coalesce(p_settings.fair_turns, 0);
+    v_left integer;
+    v_from text;
+    v_want integer;
+    v_keys text[];
+    v_turns integer[];
+    v_rounds integer;
+    v_got bigint[];
+    v_got_keys text[];
+    v_got_used integer[];
+    v_heads bigint[];   -- each key's first job in the fair index (ready or not), as the walk found it
+    v_tids tid[];       -- where those rows were
+    v_walk integer;     -- keys the walk looks for
+BEGIN
+    -- Row-lock (SKIP LOCKED) up to p_n ready jobs of the fair queue p_queue
+    -- (p_settings: its settings), round-robin across its fair keys: the keys
+    -- with due jobs in key order, starting from the cursor on the queue's
+    -- row (the key served last: the key itself while it has turns of its
+    -- round left, else the next one) and wrapping around; each key gives
+    -- its weight's worth of jobs per round (fair_weights, else 1), in
+    -- (priority, run_at, id) order, until p_n are taken. Keys that run out
+    -- leave their turns to the others (work-conserving: a key alone gets all
+    -- p_n). With per_key_concurrency, no key gets more than that many
+    -- running: counted under the row lock of the queue's jobq._queue row
+    -- (SKIP LOCKED, as for the queue's concurrency limit: a claimer that
+    -- finds it taken gets no jobs, never a wait), in a statement after the
+    -- lock. Keys come from a skip scan of jobq._job_fair_idx (one probe per
+    -- key, never a sort of the backlog), each key's jobs from the same index
+    -- (at most 8 passes of up to p_n keys: more keys in a row without a due
+    -- job leave the rest to the next claim, which starts after them);
+    -- plans pinned (no sort, bitmap or sequential scan, whatever the
+    -- statistics). Returns the ids (ids, in no particular order) and which
+    -- of them to park (parked, in the same order): with p_place, those
+    -- outside the window of the claim index where jobq._leased_in_place is
+    -- sure to find a lease in place (jobq._fair_window; the others may stay
+    -- in place, a HOT update); without, all of them. Moves the cursor when
+    -- it can lock the queue's row (a concurrent claim that cannot leaves it
+    -- to the other).
+    ids := '{}';
+    parked := '{}';
+    IF p_n <= 0 THEN
+        RETURN;
+    END IF;
+    IF p_place THEN
+        -- The session's window (jobq._fair_window keeps it in this setting),
+        -- read here; jobq._fair_window only when there is none yet.
+        v_window := string_to_array(nullif(current_setting('jobq.fair_window_' || md5(p_queue), true), ''),
+                                    ' ')::bigint[];
+        IF v_window IS NULL THEN
+            v_window := jobq._fair_window(p_queue, false);
+        END IF;
+        v_win_priority := v_window[1];
+        v_win_run_at := 'epoch'::timestamptz + v_window[2] * interval '1 microsecond';
+        v_win_id := v_window[3];
+        v_half_run_at := 'epoch'::timestamptz + v_window[4] * interval '1 microsecond';
+        v_half_id := v_window[5];
+    END IF;
+    IF v_limit IS NOT NULL THEN
+        PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN;   -- another claimer is counting this queue's keys right now
+        END IF;
+        SELECT coalesce(jsonb_object_agg(r.fair_key, r.n), '{}') INTO v_running
+        FROM (SELECT j.fair_key, count(*) AS n
+              FROM jobq._job AS j
+              WHERE j.queue = p_queue AND j.parked AND j.status = 'running' AND j.fair_key IS NOT NULL
+              GROUP BY j.fair_key) AS r;
+    END IF;
+    FOR v_pass IN 1..8 LOOP
+        v_want := p_n - cardinality(v_ids);
+        EXIT WHEN v_want <= 0;
+        -- Where this pass starts: at the cursor's key while it has turns of
+        -- its round left (v_left), else at the smallest string after it in
+        -- the key's "C" order ('' from the very start).
+        v_left := coalesce((v_weights ->> v_last)::integer, 1) - v_used;
+        IF v_last IS NOT NULL AND v_left > 0 THEN
+            v_from := v_last;
+        ELSE
+            v_from := coalesce(v_last || chr(1), '');
+            v_left := 0;
+        END IF;
+        -- Up to v_want keys with jobs not running (and, with a limit, a
+        -- free slot), in turn order: from v_from to the last key, then from
+        -- the first key up to v_from. The order is that of the scans (UNION
+        -- ALL appends the second after the first); no sort. A key's turns
+        -- per round: its weight (and no more than its free slots). Whether
+        -- a key has a due job is found by taking it (a key whose jobs are
+        -- all scheduled gives none). Each probe lands on the key's first
+        -- entry in the fair index, its most urgent job (v_heads, v_tids):
+        -- the job a turn of one takes when it is ready and due. For a turn
+        -- of one job, the walk looks for a second key too: whether the
+        -- queue has any other key (v_single, below).
+        v_walk := CASE WHEN v_want = 1 THEN 2 ELSE v_want END;
+        WITH RECURSIVE upper_keys(key, id, tid) AS (
+            (SELECT j.fair_key, j.id, j.ctid FROM jobq._job AS j
+             WHERE j.queue = p_queue AND j.fair_key >= v_from AND NOT j.parked
+             ORDER BY j.fair_key, j.priority, j.run_at, j.id LIMIT 1)
+            UNION ALL
+            SELECT n.fair_key, n.id, n.ctid
+            FROM upper_keys AS u,
+                 LATERAL (SELECT j.fair_key, j.id, j.ctid FROM jobq._job AS j
+                          WHERE j.queue = p_queue AND j.fair_key > u.key AND NOT j.parked
+                          ORDER BY j.fair_key, j.priority, j.run_at, j.id LIMIT 1) AS n
+        ), lower_keys(key, id, tid) AS (
+            (SELECT j.fair_key, j.id, j.ctid FROM jobq._job AS j
+             WHERE j.queue = p_queue AND j.fair_key >= '' AND j.fair_key < v_from AND NOT j.parked
+             ORDER BY j.fair_key, j.priority, j.run_at, j.id LIMIT 1)
+            UNION ALL
+            SELECT n.fair_key, n.id, n.ctid
+            FROM lower_keys AS l,
+                 LATERAL (SELECT j.fair_key, j.id, j.ctid FROM jobq._job AS j
+                          WHERE j.queue = p_queue AND j.fair_key > l.key AND j.fair_key < v_from AND NOT j.parked
+                          ORDER BY j.fair_key, j.priority, j.run_at, j.id LIMIT 1) AS n
+        )
+        SELECT array_agg(k.key), array_agg(k.turn), array_agg(k.id), array_agg(k.tid)
+        INTO v_keys, v_turns, v_heads, v_tids
+        FROM (SELECT a.key, a.id, a.tid,
+                     least(coalesce((v_weights ->> a.key)::integer, 1),
+                           coalesce(v_limit - coalesce((v_running ->> a.key)::integer, 0), 1000)) AS turn
+              FROM (SELECT u.key, u.id, u.tid FROM upper_keys AS u
+                    UNION ALL
+                    SELECT l.key, l.id, l.tid FROM lower_keys AS l) AS a
+              WHERE (v_limit IS NULL OR coalesce((v_running ->> a.key)::integer, 0) < v_limit)
+              LIMIT v_walk) AS k;
+        EXIT WHEN v_keys IS NULL;
+        IF v_keys[1] IS DISTINCT FROM v_from THEN
+            v_left := 0;   -- the cursor's key has no job now: its round is over
+        END IF;
+        IF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) = 1 THEN
+            -- The rotation found one key in all (fewer than it looked for):
+            -- the queue has no other key, so its order is the claim
+            -- index's, and its leases stay in place as a plain claim's do,
+            -- at the head.
+            v_single := p_place AND v_pass = 1 AND v_window IS NOT NULL;
+        END IF;
+        IF cardinality(v_keys) > v_want THEN
+            v_keys := v_keys[1:v_want];
+            v_turns := v_turns[1:v_want];
+            v_heads := v_heads[1:v_want];
+            v_tids := v_tids[1:v_want];
+        END IF;
+        IF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) >= v_want THEN
+            -- At least v_want keys (every turn 1, no limit): one round, the
+            -- most urgent due job of each key (no window, no sort of the
+            -- jobs taken). A key's first entry (v_heads) is that job when it
+            -- is ready, due and free: first lock them where the walk found
+            -- them (a TID scan: no second index descent per key), in one
+            -- small statement. When every key's first job was taken, that is
+            -- the round.
+            SELECT array_agg(t.id), array_agg(t.park), bool_or(t.early)
+            INTO v_got, v_got_parked, v_got_early
+            FROM (SELECT t.id,
+                         coalesce(NOT (t.priority = v_win_priority
+                                       AND (t.run_at, t.id) <= (v_win_run_at, v_win_id)), true) AND NOT v_single
+                             AS park,
+                         coalesce(t.priority = v_win_priority
+                                  AND (t.run_at, t.id) <= (v_half_run_at, v_half_id), false) AS early
+                  FROM jobq._job AS t
+                  WHERE t.ctid = ANY (v_tids) AND t.queue = p_queue AND t.fair_key IS NOT NULL AND NOT t.parked
+                    AND t.status = 'ready' AND t.run_at <= now() AND t.id <> ALL (v_ids)
+                  FOR UPDATE SKIP LOCKED) AS t;
+            IF cardinality(v_got) = cardinality(v_keys) THEN
+                v_got_keys := v_keys;
+                v_got_used := array_fill(1, ARRAY[cardinality(v_keys)]);
+            ELSE
+                -- Else the other keys look further in the fair index (a locking
+                -- scan of their jobs: the first entry of a key that has none
+                -- free, or one another claim holds, leads nowhere); the first
+                -- jobs locked above are locked again (a row this transaction
+                -- holds is not skipped), and all come in turn order.
+                WITH locked AS MATERIALIZED (
+                    SELECT t.id,
+                           coalesce(NOT (t.priority = v_win_priority
+                                         AND (t.run_at, t.id) <= (v_win_run_at, v_win_id)), true) AS park,
+                           coalesce(t.priority = v_win_priority
+                                    AND (t.run_at, t.id) <= (v_half_run_at, v_half_id), false) AS early
+                    FROM jobq._job AS t
+                    WHERE t.ctid = ANY (v_tids) AND t.queue = p_queue AND t.fair_key IS NOT NULL AND NOT t.parked
+                      AND t.status = 'ready' AND t.run_at <= now() AND t.id <> ALL (v_ids)
+                    FOR UPDATE SKIP LOCKED
+                )
+                SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1),
+                       array_agg(x.park AND NOT v_single ORDER BY k.pos), bool_or(x.early)
+                INTO v_got, v_got_keys, v_got_used, v_got_parked, v_got_early
+                FROM unnest(v_keys, v_heads) WITH ORDINALITY AS k(key, head, pos)
+                     LEFT JOIN locked AS h ON h.id = k.head
+                     CROSS JOIN LATERAL (
+                         SELECT h.id, h.park, h.early
+                         WHERE h.id IS NOT NULL
+                         UNION ALL
+                         SELECT f.id, f.park, f.early
+                         FROM (SELECT j.id,
+                                      coalesce(NOT (j.priority = v_win_priority
+                                                    AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park,
+                                      coalesce(j.priority = v_win_priority
+                                               AND (j.run_at, j.id) <= (v_half_run_at, v_half_id), false) AS early
+                               FROM jobq._job AS j
+                               WHERE h.id IS NULL AND j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
+                                 AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                               ORDER BY j.priority, j.run_at, j.id
+                               LIMIT 1
+                               FOR UPDATE SKIP LOCKED) AS f) AS x;
+            END IF;
+        ELSIF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) = 1 THEN
+            -- One key (every turn 1, no limit), fewer than v_want: its
+            -- v_want most urgent due jobs, one index scan.
+            SELECT array_agg(l.id), array_fill(v_keys[1], ARRAY[count(*)::integer]),
+                   array_fill(1, ARRAY[count(*)::integer]), array_agg(l.park AND NOT v_single), bool_or(l.early)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked, v_got_early
+            FROM (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
+                                             AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park,
+                         coalesce(j.priority = v_win_priority
+                                  AND (j.run_at, j.id) <= (v_half_run_at, v_half_id), false) AS early
+                  FROM jobq._job AS j
+                  WHERE j.queue = p_queue AND j.fair_key = v_keys[1] AND NOT j.parked
+                    AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                  ORDER BY j.priority, j.run_at, j.id
+                  LIMIT v_want
+                  FOR UPDATE SKIP LOCKED) AS l;
+        ELSE
+            -- Enough whole rounds for v_want jobs; a key's quota is its turns
+            -- per round times the rounds, capped by its free slots under a limit.
+            IF v_weights = '{}' AND v_limit IS NULL THEN
+                v_rounds := ceil(v_want::numeric / cardinality(v_turns))::integer;   -- every turn is 1: no query
+            ELSE
+                v_rounds := ceil(v_want::numeric / (SELECT sum(t) FROM unnest(v_turns) AS t))::integer;
+            END IF;
+            -- Each key's most urgent due jobs (row-locked, SKIP LOCKED), served
+            -- round by round: round r takes the r-th batch of turn jobs of every
+            -- key, keys in turn order (the cursor's key, when it goes on, first
+            -- takes the turns it has left); the first v_want of that order, and
+            -- for each the turns of its round its key has had with it.
+            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used), array_agg(c.park), bool_or(c.early)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked, v_got_early
+            FROM (SELECT x.id, k.key,
+                         CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
+                              WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
+                              ELSE (x.ord - 1) / k.turn END AS round,
+                         CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn)
+                                  THEN k.turn - least(v_left, k.turn) + x.ord
+                              WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
+                              ELSE (x.ord - 1) % k.turn + 1 END AS used,
+                         k.pos, x.ord, x.park, x.early
+                  FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
+                       LATERAL (SELECT l.id, l.park, l.early, row_number() OVER () AS ord
+                                FROM (SELECT j.id,
+                                             coalesce(NOT (j.priority = v_win_priority
+                                                           AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)),
+                                                      true) AS park,
+                                             coalesce(j.priority = v_win_priority
+                                                      AND (j.run_at, j.id) <= (v_half_run_at, v_half_id),
+                                                      false) AS early
+                                      FROM jobq._job AS j
+                                      WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
+                                        AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                                      ORDER BY j.priority, j.run_at, j.id
+                                      LIMIT least(k.turn * v_rounds,
+                                                  coalesce(v_limit - coalesce((v_running ->> k.key)::integer, 0),
+                                                           k.turn * v_rounds))
+                                      FOR UPDATE SKIP LOCKED) AS l) AS x
+                  ORDER BY 3, k.pos, x.ord
+                  LIMIT v_want) AS c;
+        END IF;
+        IF v_got IS NULL THEN
+            -- None of these keys had a due job free (only scheduled ones, or
+            -- locked by other claims): the whole rotation when it was all
+            -- of it; else they lose this turn, and the next pass goes on
+            -- after them.
+            EXIT WHEN cardinality(v_keys) < v_want;
+            v_last := v_keys[cardinality(v_keys)];
+            v_used := coalesce((v_weights ->> v_last)::integer, 1);
+            CONTINUE;
+        END IF;
+        v_ids := v_ids || v_got;
+        v_parked := v_parked || v_got_parked;
+        v_early := v_early OR coalesce(v_got_early, false);
+        v_last := v_got_keys[cardinality(v_got_keys)];
+        v_used := v_got_used[cardinality(v_got_used)];
+        IF v_limit IS NOT NULL THEN
+            SELECT v_running || coalesce(jsonb_object_agg(g.key, coalesce((v_running ->> g.key)::integer, 0) + g.n),
+                                         '{}')
+            INTO v_running
+            FROM (SELECT u.key, count(*) AS n FROM unnest(v_got_keys) AS u(key) GROUP BY u.key) AS g;
+        END IF;
+    END LOOP;
+    IF (v_last, v_used) IS DISTINCT FROM (p_settings.fair_cursor, p_settings.fair_turns) THEN
+        -- One statement: lock the queue's row (SKIP LOCKED), then move the cursor.
+        UPDATE jobq._queue AS q SET fair_cursor = v_last, fair_turns = v_used
+        FROM (SELECT l.queue FROM jobq._queue AS l WHERE l.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED) AS l
+        WHERE q.queue = l.queue;
+    END IF;
+    ids := v_ids;
+    parked := v_parked;
+    IF p_place AND v_window IS NOT NULL AND NOT v_single AND NOT v_early THEN
+        -- Read the window again for the next claims once the head of the
+        -- claim index has passed its half-way job (one probe; at most c_step
+        -- index entries per c_step / 2 jobs claimed), so that claims keep
+        -- taking jobs inside it. Not when this claim leased in place a job
+        -- at or before the half-way job (v_early): that lease is an entry of
+        -- the claim index, so the head is at or before it.
+        SELECT j.run_at, j.id INTO v_head
+        FROM jobq._job AS j
+        WHERE j.queue = p_queue AND NOT j.parked AND j.priority = v_win_priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT 1;
+        IF NOT FOUND OR (v_head.run_at, v_head.id) > (v_half_run_at, v_half_id) THEN
+            PERFORM jobq._fair_window(p_queue, true);
+        END IF;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION jobq._fair_pick(text, integer, jobq._queue, boolean) IS
+    'Row-locks up to n ready jobs of a fair queue, round-robin across its fair keys from the cursor (weights, per_key_concurrency honoured), and which to park.';
 
 ---------------------------------------------------------------------------
 -- privileges

@@ -1328,6 +1328,12 @@ DECLARE
     v_win_priority integer;
     v_win_run_at timestamptz;
     v_win_id bigint;
+    -- Its half-way job, and whether this claim leased in place a job at or
+    -- before it (then the head of the claim index is there too: no probe).
+    v_half_run_at timestamptz;
+    v_half_id bigint;
+    v_early boolean := false;
+    v_got_early boolean;
     v_head record;
     v_single boolean := false;   -- one key in the whole queue: leases in place, no window needed
     v_weights jsonb := coalesce(p_settings.fair_weights, '{}');
@@ -1344,6 +1350,9 @@ DECLARE
     v_got bigint[];
     v_got_keys text[];
     v_got_used integer[];
+    v_heads bigint[];   -- each key's first job in the fair index (ready or not), as the walk found it
+    v_tids tid[];       -- where those rows were
+    v_walk integer;     -- keys the walk looks for
 BEGIN
     -- Row-lock (SKIP LOCKED) up to p_n ready jobs of the fair queue p_queue
     -- (p_settings: its settings), round-robin across its fair keys: the keys
@@ -1362,22 +1371,31 @@ BEGIN
     -- (at most 8 passes of up to p_n keys: more keys in a row without a due
     -- job leave the rest to the next claim, which starts after them);
     -- plans pinned (no sort, bitmap or sequential scan, whatever the
-    -- statistics). Returns the ids in the order served (ids) and which
-    -- of them to park (parked): with p_place, those outside the window of
-    -- the claim index where jobq._leased_in_place is sure to find a lease in
-    -- place (jobq._fair_window; the others may stay in place, a HOT update);
-    -- without, all of them. Moves the cursor when it can lock
-    -- the queue's row (a concurrent claim that cannot leaves it to the other).
+    -- statistics). Returns the ids (ids, in no particular order) and which
+    -- of them to park (parked, in the same order): with p_place, those
+    -- outside the window of the claim index where jobq._leased_in_place is
+    -- sure to find a lease in place (jobq._fair_window; the others may stay
+    -- in place, a HOT update); without, all of them. Moves the cursor when
+    -- it can lock the queue's row (a concurrent claim that cannot leaves it
+    -- to the other).
     ids := '{}';
     parked := '{}';
     IF p_n <= 0 THEN
         RETURN;
     END IF;
     IF p_place THEN
-        v_window := jobq._fair_window(p_queue, false);
+        -- The session's window (jobq._fair_window keeps it in this setting),
+        -- read here; jobq._fair_window only when there is none yet.
+        v_window := string_to_array(nullif(current_setting('jobq.fair_window_' || md5(p_queue), true), ''),
+                                    ' ')::bigint[];
+        IF v_window IS NULL THEN
+            v_window := jobq._fair_window(p_queue, false);
+        END IF;
         v_win_priority := v_window[1];
         v_win_run_at := 'epoch'::timestamptz + v_window[2] * interval '1 microsecond';
         v_win_id := v_window[3];
+        v_half_run_at := 'epoch'::timestamptz + v_window[4] * interval '1 microsecond';
+        v_half_id := v_window[5];
     END IF;
     IF v_limit IS NOT NULL THEN
         PERFORM FROM jobq._queue AS q WHERE q.queue = p_queue FOR NO KEY UPDATE SKIP LOCKED;
@@ -1409,83 +1427,138 @@ BEGIN
         -- ALL appends the second after the first); no sort. A key's turns
         -- per round: its weight (and no more than its free slots). Whether
         -- a key has a due job is found by taking it (a key whose jobs are
-        -- all scheduled gives none).
-        WITH RECURSIVE upper_keys(key) AS (
-            (SELECT j.fair_key FROM jobq._job AS j
+        -- all scheduled gives none). Each probe lands on the key's first
+        -- entry in the fair index, its most urgent job (v_heads, v_tids):
+        -- the job a turn of one takes when it is ready and due. For a turn
+        -- of one job, the walk looks for a second key too: whether the
+        -- queue has any other key (v_single, below).
+        v_walk := CASE WHEN v_want = 1 THEN 2 ELSE v_want END;
+        WITH RECURSIVE upper_keys(key, id, tid) AS (
+            (SELECT j.fair_key, j.id, j.ctid FROM jobq._job AS j
              WHERE j.queue = p_queue AND j.fair_key >= v_from AND NOT j.parked
-             ORDER BY j.fair_key LIMIT 1)
+             ORDER BY j.fair_key, j.priority, j.run_at, j.id LIMIT 1)
             UNION ALL
-            SELECT (SELECT j.fair_key FROM jobq._job AS j
-                    WHERE j.queue = p_queue AND j.fair_key > u.key AND NOT j.parked
-                    ORDER BY j.fair_key LIMIT 1)
-            FROM upper_keys AS u
-            WHERE u.key IS NOT NULL
-        ), lower_keys(key) AS (
-            (SELECT j.fair_key FROM jobq._job AS j
+            SELECT n.fair_key, n.id, n.ctid
+            FROM upper_keys AS u,
+                 LATERAL (SELECT j.fair_key, j.id, j.ctid FROM jobq._job AS j
+                          WHERE j.queue = p_queue AND j.fair_key > u.key AND NOT j.parked
+                          ORDER BY j.fair_key, j.priority, j.run_at, j.id LIMIT 1) AS n
+        ), lower_keys(key, id, tid) AS (
+            (SELECT j.fair_key, j.id, j.ctid FROM jobq._job AS j
              WHERE j.queue = p_queue AND j.fair_key >= '' AND j.fair_key < v_from AND NOT j.parked
-             ORDER BY j.fair_key LIMIT 1)
+             ORDER BY j.fair_key, j.priority, j.run_at, j.id LIMIT 1)
             UNION ALL
-            SELECT (SELECT j.fair_key FROM jobq._job AS j
-                    WHERE j.queue = p_queue AND j.fair_key > l.key AND j.fair_key < v_from AND NOT j.parked
-                    ORDER BY j.fair_key LIMIT 1)
-            FROM lower_keys AS l
-            WHERE l.key IS NOT NULL
+            SELECT n.fair_key, n.id, n.ctid
+            FROM lower_keys AS l,
+                 LATERAL (SELECT j.fair_key, j.id, j.ctid FROM jobq._job AS j
+                          WHERE j.queue = p_queue AND j.fair_key > l.key AND j.fair_key < v_from AND NOT j.parked
+                          ORDER BY j.fair_key, j.priority, j.run_at, j.id LIMIT 1) AS n
         )
-        SELECT array_agg(k.key), array_agg(k.turn)
-        INTO v_keys, v_turns
-        FROM (SELECT a.key,
+        SELECT array_agg(k.key), array_agg(k.turn), array_agg(k.id), array_agg(k.tid)
+        INTO v_keys, v_turns, v_heads, v_tids
+        FROM (SELECT a.key, a.id, a.tid,
                      least(coalesce((v_weights ->> a.key)::integer, 1),
                            coalesce(v_limit - coalesce((v_running ->> a.key)::integer, 0), 1000)) AS turn
-              FROM (SELECT u.key FROM upper_keys AS u WHERE u.key IS NOT NULL
+              FROM (SELECT u.key, u.id, u.tid FROM upper_keys AS u
                     UNION ALL
-                    SELECT l.key FROM lower_keys AS l WHERE l.key IS NOT NULL) AS a
+                    SELECT l.key, l.id, l.tid FROM lower_keys AS l) AS a
               WHERE (v_limit IS NULL OR coalesce((v_running ->> a.key)::integer, 0) < v_limit)
-              LIMIT v_want) AS k;
+              LIMIT v_walk) AS k;
         EXIT WHEN v_keys IS NULL;
         IF v_keys[1] IS DISTINCT FROM v_from THEN
             v_left := 0;   -- the cursor's key has no job now: its round is over
         END IF;
         IF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) = 1 THEN
-            -- One key (every turn 1, no limit): its v_want most urgent due
-            -- jobs, one index scan. When the queue has no other key (the
-            -- rotation found none), its order is the claim index's: its
-            -- leases stay in place as a plain claim's do, at the head.
-            IF p_place AND v_pass = 1 AND v_window IS NOT NULL
-               AND (cardinality(v_keys) < v_want
-                    OR NOT EXISTS (SELECT FROM jobq._job AS o
-                                   WHERE o.queue = p_queue AND o.fair_key > v_keys[1] AND NOT o.parked)
-                       AND NOT EXISTS (SELECT FROM jobq._job AS o
-                                       WHERE o.queue = p_queue AND o.fair_key >= '' AND o.fair_key < v_keys[1]
-                                         AND NOT o.parked)) THEN
-                v_single := true;
+            -- The rotation found one key in all (fewer than it looked for):
+            -- the queue has no other key, so its order is the claim
+            -- index's, and its leases stay in place as a plain claim's do,
+            -- at the head.
+            v_single := p_place AND v_pass = 1 AND v_window IS NOT NULL;
+        END IF;
+        IF cardinality(v_keys) > v_want THEN
+            v_keys := v_keys[1:v_want];
+            v_turns := v_turns[1:v_want];
+            v_heads := v_heads[1:v_want];
+            v_tids := v_tids[1:v_want];
+        END IF;
+        IF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) >= v_want THEN
+            -- At least v_want keys (every turn 1, no limit): one round, the
+            -- most urgent due job of each key (no window, no sort of the
+            -- jobs taken). A key's first entry (v_heads) is that job when it
+            -- is ready, due and free: first lock them where the walk found
+            -- them (a TID scan: no second index descent per key), in one
+            -- small statement. When every key's first job was taken, that is
+            -- the round.
+            SELECT array_agg(t.id), array_agg(t.park), bool_or(t.early)
+            INTO v_got, v_got_parked, v_got_early
+            FROM (SELECT t.id,
+                         coalesce(NOT (t.priority = v_win_priority
+                                       AND (t.run_at, t.id) <= (v_win_run_at, v_win_id)), true) AND NOT v_single
+                             AS park,
+                         coalesce(t.priority = v_win_priority
+                                  AND (t.run_at, t.id) <= (v_half_run_at, v_half_id), false) AS early
+                  FROM jobq._job AS t
+                  WHERE t.ctid = ANY (v_tids) AND t.queue = p_queue AND t.fair_key IS NOT NULL AND NOT t.parked
+                    AND t.status = 'ready' AND t.run_at <= now() AND t.id <> ALL (v_ids)
+                  FOR UPDATE SKIP LOCKED) AS t;
+            IF cardinality(v_got) = cardinality(v_keys) THEN
+                v_got_keys := v_keys;
+                v_got_used := array_fill(1, ARRAY[cardinality(v_keys)]);
+            ELSE
+                -- Else the other keys look further in the fair index (a locking
+                -- scan of their jobs: the first entry of a key that has none
+                -- free, or one another claim holds, leads nowhere); the first
+                -- jobs locked above are locked again (a row this transaction
+                -- holds is not skipped), and all come in turn order.
+                WITH locked AS MATERIALIZED (
+                    SELECT t.id,
+                           coalesce(NOT (t.priority = v_win_priority
+                                         AND (t.run_at, t.id) <= (v_win_run_at, v_win_id)), true) AS park,
+                           coalesce(t.priority = v_win_priority
+                                    AND (t.run_at, t.id) <= (v_half_run_at, v_half_id), false) AS early
+                    FROM jobq._job AS t
+                    WHERE t.ctid = ANY (v_tids) AND t.queue = p_queue AND t.fair_key IS NOT NULL AND NOT t.parked
+                      AND t.status = 'ready' AND t.run_at <= now() AND t.id <> ALL (v_ids)
+                    FOR UPDATE SKIP LOCKED
+                )
+                SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1),
+                       array_agg(x.park AND NOT v_single ORDER BY k.pos), bool_or(x.early)
+                INTO v_got, v_got_keys, v_got_used, v_got_parked, v_got_early
+                FROM unnest(v_keys, v_heads) WITH ORDINALITY AS k(key, head, pos)
+                     LEFT JOIN locked AS h ON h.id = k.head
+                     CROSS JOIN LATERAL (
+                         SELECT h.id, h.park, h.early
+                         WHERE h.id IS NOT NULL
+                         UNION ALL
+                         SELECT f.id, f.park, f.early
+                         FROM (SELECT j.id,
+                                      coalesce(NOT (j.priority = v_win_priority
+                                                    AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park,
+                                      coalesce(j.priority = v_win_priority
+                                               AND (j.run_at, j.id) <= (v_half_run_at, v_half_id), false) AS early
+                               FROM jobq._job AS j
+                               WHERE h.id IS NULL AND j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
+                                 AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
+                               ORDER BY j.priority, j.run_at, j.id
+                               LIMIT 1
+                               FOR UPDATE SKIP LOCKED) AS f) AS x;
             END IF;
+        ELSIF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) = 1 THEN
+            -- One key (every turn 1, no limit), fewer than v_want: its
+            -- v_want most urgent due jobs, one index scan.
             SELECT array_agg(l.id), array_fill(v_keys[1], ARRAY[count(*)::integer]),
-                   array_fill(1, ARRAY[count(*)::integer]), array_agg(l.park AND NOT v_single)
-            INTO v_got, v_got_keys, v_got_used, v_got_parked
+                   array_fill(1, ARRAY[count(*)::integer]), array_agg(l.park AND NOT v_single), bool_or(l.early)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked, v_got_early
             FROM (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
-                                             AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park
+                                             AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park,
+                         coalesce(j.priority = v_win_priority
+                                  AND (j.run_at, j.id) <= (v_half_run_at, v_half_id), false) AS early
                   FROM jobq._job AS j
                   WHERE j.queue = p_queue AND j.fair_key = v_keys[1] AND NOT j.parked
                     AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
                   ORDER BY j.priority, j.run_at, j.id
                   LIMIT v_want
                   FOR UPDATE SKIP LOCKED) AS l;
-        ELSIF v_weights = '{}' AND v_limit IS NULL AND cardinality(v_keys) >= v_want THEN
-            -- At least v_want keys (every turn 1, no limit): one round, the
-            -- most urgent due job of each key, keys in turn order (no window,
-            -- no sort of the jobs taken).
-            SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1),
-                   array_agg(x.park ORDER BY k.pos)
-            INTO v_got, v_got_keys, v_got_used, v_got_parked
-            FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos),
-                 LATERAL (SELECT j.id, coalesce(NOT (j.priority = v_win_priority
-                                                     AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)), true) AS park
-                          FROM jobq._job AS j
-                          WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
-                            AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
-                          ORDER BY j.priority, j.run_at, j.id
-                          LIMIT 1
-                          FOR UPDATE SKIP LOCKED) AS x;
         ELSE
             -- Enough whole rounds for v_want jobs; a key's quota is its turns
             -- per round times the rounds, capped by its free slots under a limit.
@@ -1499,8 +1572,8 @@ BEGIN
             -- key, keys in turn order (the cursor's key, when it goes on, first
             -- takes the turns it has left); the first v_want of that order, and
             -- for each the turns of its round its key has had with it.
-            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used), array_agg(c.park)
-            INTO v_got, v_got_keys, v_got_used, v_got_parked
+            SELECT array_agg(c.id), array_agg(c.key), array_agg(c.used), array_agg(c.park), bool_or(c.early)
+            INTO v_got, v_got_keys, v_got_used, v_got_parked, v_got_early
             FROM (SELECT x.id, k.key,
                          CASE WHEN k.pos = 1 AND v_left > 0 AND x.ord <= least(v_left, k.turn) THEN 0
                               WHEN k.pos = 1 AND v_left > 0 THEN 1 + (x.ord - least(v_left, k.turn) - 1) / k.turn
@@ -1509,13 +1582,16 @@ BEGIN
                                   THEN k.turn - least(v_left, k.turn) + x.ord
                               WHEN k.pos = 1 AND v_left > 0 THEN (x.ord - least(v_left, k.turn) - 1) % k.turn + 1
                               ELSE (x.ord - 1) % k.turn + 1 END AS used,
-                         k.pos, x.ord, x.park
+                         k.pos, x.ord, x.park, x.early
                   FROM unnest(v_keys, v_turns) WITH ORDINALITY AS k(key, turn, pos),
-                       LATERAL (SELECT l.id, l.park, row_number() OVER () AS ord
+                       LATERAL (SELECT l.id, l.park, l.early, row_number() OVER () AS ord
                                 FROM (SELECT j.id,
                                              coalesce(NOT (j.priority = v_win_priority
                                                            AND (j.run_at, j.id) <= (v_win_run_at, v_win_id)),
-                                                      true) AS park
+                                                      true) AS park,
+                                             coalesce(j.priority = v_win_priority
+                                                      AND (j.run_at, j.id) <= (v_half_run_at, v_half_id),
+                                                      false) AS early
                                       FROM jobq._job AS j
                                       WHERE j.queue = p_queue AND j.fair_key = k.key AND NOT j.parked
                                         AND j.status = 'ready' AND j.run_at <= now() AND j.id <> ALL (v_ids)
@@ -1539,6 +1615,7 @@ BEGIN
         END IF;
         v_ids := v_ids || v_got;
         v_parked := v_parked || v_got_parked;
+        v_early := v_early OR coalesce(v_got_early, false);
         v_last := v_got_keys[cardinality(v_got_keys)];
         v_used := v_got_used[cardinality(v_got_used)];
         IF v_limit IS NOT NULL THEN
@@ -1556,18 +1633,19 @@ BEGIN
     END IF;
     ids := v_ids;
     parked := v_parked;
-    IF p_place AND v_window IS NOT NULL AND NOT v_single THEN
+    IF p_place AND v_window IS NOT NULL AND NOT v_single AND NOT v_early THEN
         -- Read the window again for the next claims once the head of the
         -- claim index has passed its half-way job (one probe; at most c_step
         -- index entries per c_step / 2 jobs claimed), so that claims keep
-        -- taking jobs inside it.
+        -- taking jobs inside it. Not when this claim leased in place a job
+        -- at or before the half-way job (v_early): that lease is an entry of
+        -- the claim index, so the head is at or before it.
         SELECT j.run_at, j.id INTO v_head
         FROM jobq._job AS j
         WHERE j.queue = p_queue AND NOT j.parked AND j.priority = v_win_priority AND j.run_at <= now()
         ORDER BY j.run_at, j.id
         LIMIT 1;
-        IF NOT FOUND OR (v_head.run_at, v_head.id)
-                        > ('epoch'::timestamptz + v_window[4] * interval '1 microsecond', v_window[5]) THEN
+        IF NOT FOUND OR (v_head.run_at, v_head.id) > (v_half_run_at, v_half_id) THEN
             PERFORM jobq._fair_window(p_queue, true);
         END IF;
     END IF;

@@ -5,7 +5,8 @@ partitioned copy of the live table runs jobq unchanged, the soak's
 verdict catches drift, growth and a slowing pickup, the pooler counts
 the round of median ratio and refuses bad sizes, the queue-grants
 comparison measures every workload on every configuration, and the
-Python-side comparison of issue 24 measures every row and judges every goal. A bench program stopped by
+Python-side comparison of issue 24 measures every row and judges every goal, the fair claim's A/B
+times all four sessions. A bench program stopped by
 SIGTERM mid-drain stops its driver processes, PgBouncer and its throwaway
 server before it exits. (The pooler's drain is exercised by
 tests/test_pooler_fleet.py.) The cold-start benchmark (issue 24) refuses
@@ -35,6 +36,7 @@ from pyqueue.bench import (
     cold_start,
     cold_systems,
     fair,
+    fair_ab,
     pooler,
     prune,
     python_side,
@@ -110,6 +112,24 @@ def test_the_fair_queue_benchmark_measures_every_workload_on_every_configuration
     summary = fair.summary(result)
     assert "fair, 10 keys" in summary and "worst speed ratio per goal" in summary
 
+
+
+def test_the_fair_ab_benchmark_times_all_four_sessions_and_drops_its_databases(
+    postgresql_proc: PostgreSQLExecutor
+) -> None:
+    dsn = proc_dsn(postgresql_proc, "postgres")
+    result = fair_ab.measure(dsn, "0.13.0", (1, 10), batch=2, calls=5, rounds=1)
+    assert set(result["medians"]) == {"1 keys", "10 keys"}
+    assert all(set(m) == set(fair_ab.SESSIONS) and min(m.values()) > 0 for m in result["medians"].values())
+    assert set(result["speeds"]["10 keys"]) == {"A fair ÷ plain", "B fair ÷ plain", "B fair ÷ A fair"}
+    summary = fair_ab.summary(result)
+    assert "A = jobq 0.13.0" in summary and "10 keys" in summary
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert scalar(conn, "SELECT count(*) FROM pg_database WHERE datname LIKE 'jobq_bench_fair_ab_%'") == 0
+    with pytest.raises(SystemExit):
+        fair_ab.main(["--keys", "1,x"])
+    with pytest.raises(SystemExit):
+        fair_ab.main(["--batch", "0"])
 
 def series(rates: list[float], *, dead: list[int] | None = None, p99: list[float] | None = None,
            size: list[int] | None = None) -> list[dict[str, Any]]:

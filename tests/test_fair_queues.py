@@ -248,6 +248,33 @@ def test_reap_and_the_counts_find_a_fair_lease_behind_another_keys_backlog(conn:
     assert leased == [("big", "running", False, 1), ("small", "running", True, 1)]
 
 
+
+def test_a_key_whose_first_job_another_session_holds_gives_its_next(conn: Conn, dsn: str) -> None:
+    # The fair claim locks each key's first job where its key walk found it;
+    # when another session holds that row (FOR UPDATE SKIP LOCKED skips it),
+    # or it is not ready (a lease in place), the key still gives its next
+    # ready job in this turn, as a locking scan of the key's jobs would.
+    conn.execute("SELECT jobq.configure_queue('held', fair => true)")
+    for key in ("a", "b", "c"):
+        enqueue_keys(conn, "held", key, 3)
+    first = {key: scalar(conn, "SELECT min(id) FROM jobq._job WHERE queue = 'held' AND fair_key = %s", (key,))
+             for key in ("a", "b", "c")}
+    claim = "SELECT id FROM jobq.claim('held', 3, 'w') ORDER BY id"
+    with psycopg.connect(dsn) as other:  # its transaction holds key a's first job
+        other.execute("SELECT id FROM jobq._job WHERE id = %s FOR UPDATE", (first["a"],))
+        got = [int(r[0]) for r in conn.execute(claim).fetchall()]
+        keys = conn.execute("SELECT fair_key FROM jobq._job WHERE id = ANY (%s) ORDER BY fair_key",
+                            (got,)).fetchall()
+        assert [k[0] for k in keys] == ["a", "b", "c"], "one job of each key"
+        assert first["a"] not in got and first["b"] in got and first["c"] in got
+        other.rollback()
+    # Now b's and c's first jobs are leases in place, and a's is free again.
+    again = [int(r[0]) for r in conn.execute(claim).fetchall()]
+    keys = conn.execute("SELECT fair_key FROM jobq._job WHERE id = ANY (%s) ORDER BY fair_key",
+                        (again,)).fetchall()
+    assert [k[0] for k in keys] == ["a", "b", "c"]
+    assert first["a"] in again and not set(again) & set(got)
+
 def test_a_keyless_job_committed_while_the_queue_turns_fair_is_claimed(conn: Conn, dsn: str) -> None:
     # A producer's transaction enqueues a job without a fair key into a plain
     # queue and stays open; meanwhile configure_queue(fair => true) runs and

@@ -91,15 +91,18 @@ def install(admin: sql_loops.Conn, dsn: str) -> dict[str, str]:
     return {BASELINE: targets[BASELINE], BEFORE: targets[BEFORE], "current": targets[scripts.latest]}
 
 
-def prefill(conn: sql_loops.Conn, keys: int | None, count: int) -> None:
-    """No job left; then ``count`` ready jobs (spread over ``keys`` fair keys, key k for job k mod keys)."""
-    conn.execute("DELETE FROM jobq._job")
-    conn.execute("DELETE FROM jobq._counter")
+def prefill(conn: sql_loops.Conn, keys: int | None, count: int, *,
+            queue: str = QUEUE, clear: bool = True) -> None:
+    """No job left (unless not ``clear``); then ``count`` ready jobs in
+    ``queue`` (spread over ``keys`` fair keys, key k for job k mod keys)."""
+    if clear:
+        conn.execute("DELETE FROM jobq._job")
+        conn.execute("DELETE FROM jobq._counter")
     if keys is None:
-        conn.execute("SELECT jobq.reset_queue(%s)", (QUEUE,))
-        sql_loops.prefill_jobq(conn, QUEUE, count)
+        conn.execute("SELECT jobq.reset_queue(%s)", (queue,))
+        sql_loops.prefill_jobq(conn, queue, count)
     else:
-        conn.execute("SELECT jobq.configure_queue(%s, fair => true)", (QUEUE,))
+        conn.execute("SELECT jobq.configure_queue(%s, fair => true)", (queue,))
         for start in range(0, count, sql_loops.PREFILL_CHUNK):
             stop = min(count, start + sql_loops.PREFILL_CHUNK)
             conn.execute(
@@ -108,7 +111,7 @@ def prefill(conn: sql_loops.Conn, keys: int | None, count: int) -> None:
                 "  FROM generate_series(%s::bigint, %s) i),"
                 " fair_keys => (SELECT array_agg('tenant-' || (i %% %s) ORDER BY i)"
                 "               FROM generate_series(%s::bigint, %s) i))",
-                (QUEUE, start, stop - 1, keys, start, stop - 1))
+                (queue, start, stop - 1, keys, start, stop - 1))
     conn.execute("VACUUM ANALYZE jobq._job")
 
 

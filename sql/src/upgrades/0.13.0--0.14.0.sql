@@ -1,5 +1,5 @@
 -- jobq 0.13.0 → 0.14.0. One line per change:
---   (none yet)
+--   jobq._fair_pick: the key walk lands on each key's first job, and a turn of one job locks it there (a TID scan), one index descent per key instead of two; the window read inline; a claim of one finds a second key in the walk, not in two probes (issue 28)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.13.0 is installed.
@@ -30,6 +30,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.14.0');
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
+-- @replace-function jobq._fair_pick(text, integer, jobq._queue, boolean)
 
 ---------------------------------------------------------------------------
 -- privileges
