@@ -281,9 +281,10 @@ BEGIN
             -- most urgent due job of each key (no window, no sort of the
             -- jobs taken). A key's first entry (v_heads) is that job when it
             -- is ready, due and free: first lock them where the walk found
-            -- them (a TID scan: no second index descent per key), in one
-            -- small statement. When every key's first job was taken, that is
-            -- the round.
+            -- them (a TID scan: no second index descent per key; the id
+            -- too, should the slot hold another row by now), in one small
+            -- statement. When every key's first job was taken, that is the
+            -- round.
             SELECT array_agg(t.id), array_agg(t.park), bool_or(t.early)
             INTO v_got, v_got_parked, v_got_early
             FROM (SELECT t.id,
@@ -293,8 +294,9 @@ BEGIN
                          coalesce(t.priority = v_win_priority
                                   AND (t.run_at, t.id) <= (v_half_run_at, v_half_id), false) AS early
                   FROM jobq._job AS t
-                  WHERE t.ctid = ANY (v_tids) AND t.queue = p_queue AND t.fair_key IS NOT NULL AND NOT t.parked
-                    AND t.status = 'ready' AND t.run_at <= now() AND t.id <> ALL (v_ids)
+                  WHERE t.ctid = ANY (v_tids) AND t.id = ANY (v_heads) AND t.queue = p_queue
+                    AND t.fair_key IS NOT NULL AND NOT t.parked AND t.status = 'ready' AND t.run_at <= now()
+                    AND t.id <> ALL (v_ids)
                   FOR UPDATE SKIP LOCKED) AS t;
             IF cardinality(v_got) = cardinality(v_keys) THEN
                 v_got_keys := v_keys;
@@ -312,8 +314,9 @@ BEGIN
                            coalesce(t.priority = v_win_priority
                                     AND (t.run_at, t.id) <= (v_half_run_at, v_half_id), false) AS early
                     FROM jobq._job AS t
-                    WHERE t.ctid = ANY (v_tids) AND t.queue = p_queue AND t.fair_key IS NOT NULL AND NOT t.parked
-                      AND t.status = 'ready' AND t.run_at <= now() AND t.id <> ALL (v_ids)
+                    WHERE t.ctid = ANY (v_tids) AND t.id = ANY (v_heads) AND t.queue = p_queue
+                      AND t.fair_key IS NOT NULL AND NOT t.parked AND t.status = 'ready' AND t.run_at <= now()
+                      AND t.id <> ALL (v_ids)
                     FOR UPDATE SKIP LOCKED
                 )
                 SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1),
