@@ -1486,10 +1486,13 @@ BEGIN
             -- most urgent due job of each key (no window, no sort of the
             -- jobs taken). A key's first entry (v_heads) is that job when it
             -- is ready, due and free: first lock them where the walk found
-            -- them (a TID scan: no second index descent per key; the id
-            -- too, should the slot hold another row by now), in one small
-            -- statement. When every key's first job was taken, that is the
-            -- round.
+            -- them, in one small statement: a TID scan, no second index
+            -- descent per key (no condition but the TIDs can find the rows,
+            -- so no index serves, whatever the statistics say; a ready job
+            -- is never parked). The ids are checked after the lock (OFFSET
+            -- 0 keeps that check out of the scan), should a slot hold
+            -- another row by now. When every key's first job was taken,
+            -- that is the round.
             SELECT array_agg(t.id), array_agg(t.park), bool_or(t.early)
             INTO v_got, v_got_parked, v_got_early
             FROM (SELECT t.id,
@@ -1499,10 +1502,10 @@ BEGIN
                          coalesce(t.priority = v_win_priority
                                   AND (t.run_at, t.id) <= (v_half_run_at, v_half_id), false) AS early
                   FROM jobq._job AS t
-                  WHERE t.ctid = ANY (v_tids) AND t.id = ANY (v_heads) AND t.queue = p_queue
-                    AND t.fair_key IS NOT NULL AND NOT t.parked AND t.status = 'ready' AND t.run_at <= now()
-                    AND t.id <> ALL (v_ids)
-                  FOR UPDATE SKIP LOCKED) AS t;
+                  WHERE t.ctid = ANY (v_tids) AND t.status = 'ready' AND t.run_at <= now() AND t.id <> ALL (v_ids)
+                  OFFSET 0
+                  FOR UPDATE SKIP LOCKED) AS t
+            WHERE t.id = ANY (v_heads);
             IF cardinality(v_got) = cardinality(v_keys) THEN
                 v_got_keys := v_keys;
                 v_got_used := array_fill(1, ARRAY[cardinality(v_keys)]);
@@ -1519,9 +1522,9 @@ BEGIN
                            coalesce(t.priority = v_win_priority
                                     AND (t.run_at, t.id) <= (v_half_run_at, v_half_id), false) AS early
                     FROM jobq._job AS t
-                    WHERE t.ctid = ANY (v_tids) AND t.id = ANY (v_heads) AND t.queue = p_queue
-                      AND t.fair_key IS NOT NULL AND NOT t.parked AND t.status = 'ready' AND t.run_at <= now()
+                    WHERE t.ctid = ANY (v_tids) AND t.status = 'ready' AND t.run_at <= now()
                       AND t.id <> ALL (v_ids)
+                    OFFSET 0
                     FOR UPDATE SKIP LOCKED
                 )
                 SELECT array_agg(x.id ORDER BY k.pos), array_agg(k.key ORDER BY k.pos), array_agg(1),

@@ -157,6 +157,9 @@ def test_a_fair_claim_reads_the_fair_index_key_by_key(db: Conn) -> None:
     assert scans and all((n.kind == "Index Scan" and n.index == "_job_fair_idx") or n.kind == "Tid Scan"
                          for n in scans), describe(lock)
     assert_never_over_the_backlog(lock, most=BATCH)
+    # One index descent per key: with every key's first job ready, the walk's
+    # probes are the only index scans; the jobs are locked where it found them.
+    assert [str(n) for n in scans] == [f"Tid Scan on _job ({BATCH} rows)"], describe(lock)
     # Besides: where its leases may stay in place (jobq._fair_window, read
     # once per session and then every 500 jobs claimed): the first step of
     # the walk that finds leases in place, 1,000 jobs of the claim index.
