@@ -1,5 +1,8 @@
 -- jobq 0.13.0 → 0.14.0. One line per change:
---   jobq._fair_pick: the key walk lands on each key's first job, and a turn of one job locks it there (a TID scan), one index descent per key instead of two; the window read inline; a claim of one finds a second key in the walk, not in two probes (issue 28)
+--   jobq._fair_pick (issue 28): the key walk lands on each key's first job, and a turn of one job per key locks
+--     those jobs where the walk found them (a TID scan; their ids checked after the lock), one index descent per
+--     key instead of two; the window read inline, and the head probe skipped when the claim leased in place a
+--     job at or before the window's half-way job; a claim of one finds a second key in its walk, not in two probes
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.13.0 is installed.
