@@ -7,6 +7,7 @@ the order the server sees) is in ``test_ack_pipeline``."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -80,7 +81,8 @@ def test_more_acks_than_one_statement_takes_wait_for_the_usual_way() -> None:
     assert driver.statements() == [CLAIM] and consumer.acks.pending() == ACK_CHUNK + 1
 
 
-def test_a_lost_pipeline_puts_its_acks_back_in_front_in_order_and_the_next_claim_sends_them() -> None:
+def test_a_lost_pipeline_puts_its_acks_back_in_front_in_order_and_the_next_claim_sends_them(
+        caplog: pytest.LogCaptureFixture) -> None:
     consumer = core()
     jobs = holding(consumer, 1, 2, 3)
     for job in jobs:
@@ -92,7 +94,9 @@ def test_a_lost_pipeline_puts_its_acks_back_in_front_in_order_and_the_next_claim
         raise LOST
 
     driver = FakeDriver({**RESULTS, CLAIM: lost_on_the_way})
-    assert driver.run(consumer.claiming(10, acks_at_least=1)) is None
+    with caplog.at_level(logging.WARNING, logger="pyqueue.worker"):
+        assert driver.run(consumer.claiming(10, acks_at_least=1)) is None
+    assert "could not acknowledge 4 job(s) yet" in caplog.text
     assert Reset("work") in driver.ops and len(driver.of(Sleep)) == 1  # reconnect, back off
     assert all(j._state is JobState.ACK_QUEUED for j in [*jobs, late])
     assert sorted(j.id for j in consumer.book.jobs()) == [1, 2, 3, 9]  # still heart-beaten

@@ -239,6 +239,13 @@ class Acks(Generic[R]):
             self._batch, self._oldest = AckBatch(), None
         return batch
 
+    def lost_with_claim(self, batch: AckBatch, error: psycopg.Error) -> None:
+        """The claim that carried ``batch`` could not reach the database: its
+        acks go back in front of the pending ones, in order (as
+        :meth:`sending` puts back what it could not send)."""
+        self.put_back(batch)
+        logger.warning("could not acknowledge %d job(s) yet: %s", self.pending(), error)
+
     def sent_with_claim(self, batch: AckBatch, results: Sequence[Any]) -> None:
         """The acks of ``batch`` reached the database with a claim; ``results``
         are those of its :func:`statements`, in order."""

@@ -231,7 +231,7 @@ class ConsumerCore(Generic[J, S]):
                     *acked, rows = yield Pipelined((*statements(acks), claim))
         except psycopg.OperationalError as error:
             if acks is not None:
-                self.acks.put_back(acks)
+                self.acks.lost_with_claim(acks, error)
             yield from self.connection_lost(error)
             return None
         except Exception:
