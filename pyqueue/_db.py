@@ -272,3 +272,56 @@ READ: dict[str, Callable[[Connection, str, Any], Any]] = {
 AREAD: dict[str, Callable[[AsyncConnection, str, Any], Awaitable[Any]]] = {
     "scalar": ascalar, "tuples": atuples, "dicts": adicts, "claimed": aclaimed_rows,
 }
+
+
+# --- several statements in one round trip (a worker's acks and its next claim)
+
+Step = tuple[str, Any, str]  # (query, params, how its rows are read: "scalar", "tuples" or "claimed")
+
+
+def _pipelined_cursor(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any], rows: str) -> None:
+    if rows == "claimed":
+        _raw_json(cursor)
+
+
+def _collected(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any], rows: str, fetched: list[Any]) -> Any:
+    if rows == "claimed":
+        return _claimed(cursor, fetched)
+    if rows == "scalar":
+        return fetched[0][0] if fetched else None
+    return fetched
+
+
+def pipelined(conn: Connection, steps: Sequence[Step]) -> list[Any]:
+    """Run ``steps`` in psycopg's pipeline mode: sent together, one Sync after
+    the last (the server runs them as one implicit transaction), their
+    results read once the Sync came back; one round trip. An error in any
+    step undoes them all and is raised."""
+    cursors = []
+    with conn.pipeline():
+        for query, params, rows in steps:
+            cur = conn.cursor(row_factory=tuple_row)
+            _pipelined_cursor(cur, rows)
+            cur.execute(query, params)
+            cursors.append(cur)
+    # The pipeline's end sent the Sync and read every result: fetching reads memory.
+    results = [_collected(cur, step[2], cur.fetchall()) for cur, step in zip(cursors, steps, strict=True)]
+    for cur in cursors:
+        cur.close()
+    return results
+
+
+async def apipelined(conn: AsyncConnection, steps: Sequence[Step]) -> list[Any]:
+    """The asyncio twin of :func:`pipelined`."""
+    cursors = []
+    async with conn.pipeline():
+        for query, params, rows in steps:
+            cur = conn.cursor(row_factory=tuple_row)
+            _pipelined_cursor(cur, rows)
+            await cur.execute(query, params)
+            cursors.append(cur)
+    results = [_collected(cur, rows, await cur.fetchall())
+               for cur, (_, _, rows) in zip(cursors, steps, strict=True)]
+    for cur in cursors:
+        await cur.close()
+    return results

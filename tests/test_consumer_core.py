@@ -37,7 +37,7 @@ from pyqueue.worker.consumer import ConsumerCore
 from pyqueue.worker.heartbeats import HEARTBEAT_RETRY_DELAY, HeartbeatBook, beating
 from pyqueue.worker.maintenance import PRUNE, Every, PruneTimer, pruning, reaping
 from pyqueue.worker.polling import Backoff, PollBackoff
-from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sleep, Sql, Step, T
+from pyqueue.worker.scripts import Listen, Op, Pipelined, Reset, Script, Sleep, Sql, Step, T
 from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import RunningJobs
 from pyqueue.worker.worker_core import Rounds
@@ -70,6 +70,8 @@ class FakeDriver:
     def _answer(self, op: Op) -> Any:
         if isinstance(op, Listen):
             return self._give(self.listen, op)
+        if isinstance(op, Pipelined):  # one transaction: the first error undoes them all
+            return [self._answer(step) for step in op.steps]
         if not isinstance(op, Sql):
             return None  # Reset, Sleep: nothing to answer
         assert op.query in self.table, f"unexpected statement: {op.query}"
@@ -86,7 +88,9 @@ class FakeDriver:
         return answer(op) if callable(answer) else answer
 
     def statements(self) -> list[str]:
-        return [op.query for op in self.ops if isinstance(op, Sql)]
+        """The statements sent, in order (a pipeline's one after the other)."""
+        return [step.query for op in self.ops for step in (op.steps if isinstance(op, Pipelined) else [op])
+                if isinstance(step, Sql)]
 
     def of(self, kind: type[Op]) -> list[Op]:
         return [op for op in self.ops if isinstance(op, kind)]

@@ -19,7 +19,7 @@ from functools import partial
 
 import pytest
 
-from pyqueue.worker.handler_threads import HandlerThreads
+from pyqueue.worker.handler_threads import SPREAD_AFTER, HandlerThreads
 
 WAIT = 10.0  # seconds: far longer than any of these takes
 
@@ -145,6 +145,30 @@ def test_a_lazy_handoff_of_slow_work_is_spread_to_every_thread() -> None:
                 time.sleep(0.01)
         assert not barrier.broken, "the items waited behind a blocked thread while the others slept"
         assert sorted(passed) == list(range(size))
+    finally:
+        assert threads.shutdown(WAIT)
+
+
+def test_spread_leaves_the_others_asleep_while_the_thread_woken_has_not_run_yet() -> None:
+    # On a busy machine the thread a handoff woke may wait for a CPU longer
+    # than SPREAD_AFTER (issue 24: 16 worker processes on 2 cores). It is
+    # held here where it must get the threads' lock back before running:
+    # the items wait, none taken, and waking the others would only have them
+    # wait too. Once it runs it takes them all, and still no other wakes.
+    ran: list[int] = []
+    threads = HandlerThreads(4, "test-handler", run=lambda k: ran.append(threading.get_ident()), lazy=True)
+    try:
+        deadline = time.monotonic() + WAIT
+        while threads._sleeping < 4 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        with threads._cond:  # re-entrant: spread() takes it too
+            threads.put_many(range(3))
+            time.sleep(2 * SPREAD_AFTER)
+            assert threads.spread() == SPREAD_AFTER  # it says when to look again
+            assert len(threads._cond._waiters) == 3, "spread() woke the threads still asleep"  # type: ignore[attr-defined]
+        while len(ran) < 3 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(ran) == 3 and len(set(ran)) == 1
     finally:
         assert threads.shutdown(WAIT)
 

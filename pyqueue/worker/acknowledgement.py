@@ -201,9 +201,7 @@ class Acks(Generic[R]):
                     done.completes.extend(jobs)
                     _log_lost_completions(completed, len(jobs))
                 for fails in _chunks(batch.fails):
-                    params = (arrays.bigints([j.id for j, _ in fails]), [e for _, e in fails],
-                              arrays.uuids([j.lease_token for j, _ in fails]))
-                    rows = yield Sql(q.FAIL_MANY, params, rows="tuples")
+                    rows = yield Sql(q.FAIL_MANY, _failing(fails), rows="tuples")
                     done.fails.extend(fails)
                     _log_lost("failed", rows)
                 for jobs in _chunks(batch.releases):
@@ -228,11 +226,67 @@ class Acks(Generic[R]):
         sent(jobs)
         self.held.discard(jobs)
 
+    # --- with the next claim, in its round trip (``ConsumerCore.claiming``)
+    def take_for_claim(self, minimum: int) -> AckBatch | None:
+        """The pending acks, to go out ahead of a claim in its round trip, when
+        there are at least ``minimum`` (>= 1) and each kind fits one statement;
+        else None, and they stay pending."""
+        with self._lock:
+            batch = self._batch
+            if len(batch) < max(1, minimum) or max(
+                    len(batch.completes), len(batch.fails), len(batch.releases)) > ACK_CHUNK:
+                return None
+            self._batch, self._oldest = AckBatch(), None
+        return batch
+
+    def lost_with_claim(self, batch: AckBatch, error: psycopg.Error) -> None:
+        """The claim that carried ``batch`` could not reach the database: its
+        acks go back in front of the pending ones, in order (as
+        :meth:`sending` puts back what it could not send)."""
+        self.put_back(batch)
+        logger.warning("could not acknowledge %d job(s) yet: %s", self.pending(), error)
+
+    def sent_with_claim(self, batch: AckBatch, results: Sequence[Any]) -> None:
+        """The acks of ``batch`` reached the database with a claim; ``results``
+        are those of its :func:`statements`, in order."""
+        answers = iter(results)
+        if batch.completes:
+            _log_lost_completions(int(next(answers)), len(batch.completes))
+        if batch.fails:
+            _log_lost("failed", next(answers))
+        if batch.releases:
+            _log_lost("released", next(answers))
+        self._sent(batch)
+
     def closing(self) -> Script[None]:
         """Send what is pending (one more try after a failure)."""
         if not (yield from self.sending()) and not (yield from self.sending()):
             logger.warning("%d acknowledgement(s) could not be sent: those jobs will run "
                            "again once their lease expires", self.pending())
+
+
+def statements(batch: AckBatch) -> list[Sql]:
+    """The statements that send ``batch`` (each kind in one: see
+    :meth:`Acks.take_for_claim`), completions first, as :meth:`Acks.sending`
+    orders them."""
+    steps = []
+    if jobs := batch.completes:
+        results = [j._result for j in jobs]
+        if results.count(None) == len(results):
+            steps.append(Sql(q.COMPLETE_MANY, _ids_and_tokens(jobs)))
+        else:
+            steps.append(Sql(q.COMPLETE_MANY_RESULTS, (*_ids_and_tokens(jobs), results)))
+    if batch.fails:
+        steps.append(Sql(q.FAIL_MANY, _failing(batch.fails), rows="tuples"))
+    if batch.releases:
+        steps.append(Sql(q.RELEASE_MANY, _ids_and_tokens(batch.releases), rows="tuples"))
+    return steps
+
+
+def _failing(fails: Sequence[tuple[JobRecord, str]]) -> tuple[str, list[str], str]:
+    """FAIL_MANY's ids, errors and lease tokens."""
+    return (arrays.bigints([j.id for j, _ in fails]), [e for _, e in fails],
+            arrays.uuids([j.lease_token for j, _ in fails]))
 
 
 def _ids_and_tokens(jobs: Sequence[JobRecord]) -> tuple[str, str]:

@@ -16,12 +16,12 @@ from typing import Any
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import Claimed, aclaimed_rows, ascalar, atuples
+from pyqueue._db import Claimed, aclaimed_rows, apipelined, ascalar, atuples
 from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, LISTEN_APPLICATION_NAME, WORKER_APPLICATION_NAME
 from pyqueue.job import AsyncJob, JobRecord, log_failed
 from pyqueue.worker.connections import AsyncConnection, AsyncDedicatedConnection, aconnect, is_broken
 from pyqueue.worker.consumer import ConsumerCore
-from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sql, Step, T
+from pyqueue.worker.scripts import Listen, Op, Pipelined, Reset, Script, Sql, Step, T
 from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import timeout_error
 
@@ -148,6 +148,9 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
             source = self.work if op.on == "work" else self._heartbeat_source
             async with source.connection() as conn:
                 return await READERS[op.rows](conn, op.query, op.params)
+        if isinstance(op, Pipelined):
+            async with self.work.connection() as conn:
+                return await apipelined(conn, [(step.query, step.params, step.rows) for step in op.steps])
         if isinstance(op, Reset):
             await self._reset(op)
         elif isinstance(op, Listen):
@@ -247,8 +250,10 @@ class Consumer(ConsumerCore[AsyncJob, AsyncDedicatedConnection]):
         """After a lost connection: back off (see ``ConsumerCore.connection_lost``)."""
         await self.run(self.connection_lost(error))
 
-    async def claim(self, n: int) -> list[AsyncJob] | None:
-        jobs = await self.run(self.claiming(n))
+    async def claim(self, n: int, *, acks_at_least: int | None = None) -> list[AsyncJob] | None:
+        """Up to ``n`` jobs (``ConsumerCore.claiming``); with the pending acks
+        in the same round trip when there are ``acks_at_least``."""
+        jobs = await self.run(self.claiming(n, acks_at_least=acks_at_least))
         self._start_watch()
         return jobs
 

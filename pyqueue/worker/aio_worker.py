@@ -109,7 +109,7 @@ class AsyncWorker(WorkerCore[AsyncHandler, AsyncTxHandler]):
             consumer.unpoke()
             await consumer.maintain_when_due()
             if rounds.claim_now(self._held):
-                jobs = await consumer.claim(rounds.batch)
+                jobs = await consumer.claim(rounds.batch, acks_at_least=rounds.acks_with_claim())
                 if jobs is None:
                     continue
                 self._observer.claimed(jobs)

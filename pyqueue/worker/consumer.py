@@ -36,12 +36,12 @@ from pyqueue._db import Claimed, undecodable
 from pyqueue.defaults import CANCEL_CHANNEL, FOLLOWER_DELAY
 from pyqueue.errors import translate_errors
 from pyqueue.job import Event, JobRecord
-from pyqueue.worker.acknowledgement import Acks
+from pyqueue.worker.acknowledgement import Acks, statements
 from pyqueue.worker.auth import raise_if_fatal
 from pyqueue.worker.heartbeats import HeartbeatBook, beating
 from pyqueue.worker.maintenance import Every, PruneTimer, ScheduleTimer, pruning, reaping, running_schedules
 from pyqueue.worker.polling import Backoff, NotifyThrottle, PollBackoff
-from pyqueue.worker.scripts import Listen, Reset, Script, Sleep, Sql, lost_connection, reason
+from pyqueue.worker.scripts import Listen, Pipelined, Reset, Script, Sleep, Sql, lost_connection, reason
 from pyqueue.worker.settings import WorkerSettings
 
 logger = logging.getLogger("pyqueue.worker")
@@ -204,19 +204,44 @@ class ConsumerCore(Generic[J, S]):
             logger.info("reconnected to the database")
             self._backoff.reset()
 
-    def claiming(self, n: int) -> Script[list[J] | None]:
-        """Up to ``n`` jobs; None when the database was unreachable (after a backoff)."""
+    def claiming(self, n: int, *, acks_at_least: int | None = None) -> Script[list[J] | None]:
+        """Up to ``n`` jobs; None when the database was unreachable (after a backoff).
+
+        ``acks_at_least``: when that many acks (at least one) are pending, they
+        go out ahead of the claim in its round trip (:class:`Pipelined`, one
+        implicit transaction: the claim does not step over those jobs' leases,
+        and no round trip of their own). When that fails nothing of it is
+        done: the acks are put back in front of the pending ones, in order
+        (``Acks.put_back``), and either wait for the reconnection (a lost
+        connection) or go the usual way at once (``Acks.sending``, which
+        completes a refused result one job at a time) before the claim alone.
+        """
         if n <= 0:
             return []
         query, params = q.claim_query(self.claim_queues, n, self.settings.worker_name, self.settings.lease)
         yield from self.looking()
+        acks = None if acks_at_least is None else self.acks.take_for_claim(acks_at_least)
+        claim = Sql(query, params, rows="claimed")
         try:
             sent_at = time.monotonic()
             with translate_errors():
-                rows = yield Sql(query, params, rows="claimed")
+                if acks is None:
+                    rows = yield claim
+                else:
+                    *acked, rows = yield Pipelined((*statements(acks), claim))
         except psycopg.OperationalError as error:
+            if acks is not None:
+                self.acks.lost_with_claim(acks, error)
             yield from self.connection_lost(error)
             return None
+        except Exception:
+            if acks is None:
+                raise
+            self.acks.put_back(acks)
+            yield from self.acks.sending()
+            return (yield from self.claiming(n))
+        if acks is not None:
+            self.acks.sent_with_claim(acks, acked)
         self.connected()
         self.polled(bool(rows))
         jobs = self._make_jobs(rows)

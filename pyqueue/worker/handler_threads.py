@@ -12,8 +12,13 @@ while the others sleep on: waking them would only have them wait for the
 GIL and switch back and forth. Slow handlers need every thread, so the
 owner calls :meth:`spread` whenever it wakes (and at least as often as it
 says): once items have waited SPREAD_AFTER seconds with none taken
-meanwhile, every sleeping thread is woken. Without an owner calling it,
-leave ``lazy`` off: every handoff wakes as many threads as items."""
+meanwhile, every sleeping thread is woken; but not while a thread woken
+for them has not run yet. On a busy machine (more runnable threads than
+cores: many worker processes) that thread may wait for a CPU longer than
+SPREAD_AFTER; the threads that waking all would add could only wait for a
+CPU and the GIL with it, switching back and forth, for nothing (issue 24:
+W=16 worker processes on 2 cores). Without an owner calling it, leave
+``lazy`` off: every handoff wakes as many threads as items."""
 
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ class HandlerThreads:
         self._lazy = lazy
         self._taken = 0  # items taken so far (racy increments: only ever compared for a change)
         self._mark = (0, 0.0)  # lazy: _taken when items started waiting or were last seen taken, and when
+        self._sleeping = 0  # threads waiting in _next (under _cond)
+        self._waking = 0  # of those, notified and not yet back from the wait: they have not run yet
         self._work: deque[Work] = deque()
         self._cond = threading.Condition()
         self._closing = False
@@ -79,10 +86,16 @@ class HandlerThreads:
             if not added:
                 return
             if not self._lazy:
-                self._cond.notify(added)
+                self._notify(added)
             elif not before:  # none waited: one thread takes these, spread() wakes more if it is stuck
                 self._mark = (self._taken, time.monotonic())
-                self._cond.notify(1)
+                self._notify(1)
+
+    def _notify(self, count: int) -> None:
+        """Wake ``count`` sleeping threads (under _cond); Condition.notify
+        wakes only threads not notified yet."""
+        self._waking += max(0, min(count, self._sleeping - self._waking))
+        self._cond.notify(count)
 
     def spread(self) -> float | None:
         """(lazy) Wake every sleeping thread when items have waited
@@ -101,7 +114,9 @@ class HandlerThreads:
                 return SPREAD_AFTER
             if now - since < SPREAD_AFTER:
                 return since + SPREAD_AFTER - now
-            self._cond.notify(len(self._work))
+            if self._waking:
+                return SPREAD_AFTER  # a thread woken for them waits for a CPU: more would wait with it
+            self._notify(len(self._work))
             self._mark = (self._taken, now)
             return SPREAD_AFTER
 
@@ -111,7 +126,13 @@ class HandlerThreads:
             while not self._work:
                 if self._closing:
                     return None
-                self._cond.wait()
+                self._sleeping += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._sleeping -= 1
+                    if self._waking:
+                        self._waking -= 1
             self._taken += 1
             return self._work.popleft()
 
@@ -140,6 +161,7 @@ class HandlerThreads:
         still busy then (a hung handler: it is left to run, as a daemon)."""
         with self._cond:
             self._closing = True
+            self._waking = self._sleeping
             self._cond.notify_all()
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._threads:

@@ -1,7 +1,8 @@
 """The I/O a consumer script asks for, and the stepper that runs a script.
 
 A script (``pyqueue.worker.consumer``) is a generator: it yields an
-operation (:class:`Sql`, :class:`Reset`, :class:`Listen`, :class:`Sleep`)
+operation (:class:`Sql`, :class:`Pipelined`, :class:`Reset`, :class:`Listen`,
+:class:`Sleep`)
 and gets its result back, or the exception it raised thrown in where it
 yielded, so that the script's own ``try``/``with translate_errors()``
 handle it as if it had called the database itself. A driver runs a script
@@ -44,6 +45,17 @@ class Sql:
 
 
 @dataclass(frozen=True, slots=True)
+class Pipelined:
+    """Run ``steps`` (each an :class:`Sql` on ``"work"``) one after the other on
+    the work connection in one round trip: psycopg's pipeline mode, one Sync
+    at the end, so that the server runs them as one implicit transaction. The
+    result is the list of their results (each read as its ``rows`` says); an
+    error in any of them undoes them all and is the one thrown in."""
+
+    steps: tuple[Sql, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Reset:
     """Forget the connection(s) of ``on``: they may be broken (``"listen"``: close it)."""
 
@@ -63,7 +75,7 @@ class Sleep:
     seconds: float
 
 
-Op = Sql | Reset | Listen | Sleep
+Op = Sql | Pipelined | Reset | Listen | Sleep
 Script = Generator[Op, Any, T]
 
 

@@ -15,13 +15,13 @@ from typing import Any
 import psycopg
 
 from pyqueue import _queries as q
-from pyqueue._db import Claimed, claimed_rows, scalar, tuples
+from pyqueue._db import Claimed, claimed_rows, pipelined, scalar, tuples
 from pyqueue.defaults import LISTEN_APPLICATION_NAME
 from pyqueue.job import Job
 from pyqueue.worker.cancel_watch import CancelWatch
 from pyqueue.worker.connections import Connection, ConnectionSource, connect, is_broken
 from pyqueue.worker.consumer import ConsumerCore
-from pyqueue.worker.scripts import Listen, Op, Reset, Script, Sql, Step, T
+from pyqueue.worker.scripts import Listen, Op, Pipelined, Reset, Script, Sql, Step, T
 from pyqueue.worker.settings import WorkerSettings
 from pyqueue.worker.timeouts import RunningJobs
 from pyqueue.worker.wakeup import Wakeup
@@ -136,6 +136,9 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
             source = self.work if op.on == "work" else self._heartbeat_source
             with source.connection() as conn:
                 return READERS[op.rows](conn, op.query, op.params)
+        if isinstance(op, Pipelined):
+            with self.work.connection() as conn:
+                return pipelined(conn, [(step.query, step.params, step.rows) for step in op.steps])
         if isinstance(op, Reset):
             self._reset(op)
         elif isinstance(op, Listen):
@@ -187,8 +190,10 @@ class Consumer(ConsumerCore[Job, ConnectionSource]):
         """After a lost connection: back off (see ``ConsumerCore.connection_lost``)."""
         self.run(self.connection_lost(error))
 
-    def claim(self, n: int) -> list[Job] | None:
-        return self.run(self.claiming(n))
+    def claim(self, n: int, *, acks_at_least: int | None = None) -> list[Job] | None:
+        """Up to ``n`` jobs (``ConsumerCore.claiming``); with the pending acks
+        in the same round trip when there are ``acks_at_least``."""
+        return self.run(self.claiming(n, acks_at_least=acks_at_least))
 
     def maintain_when_due(self) -> None:
         """Run the periodic jobs, prune and reap, each when due (``ConsumerCore.maintaining``)."""

@@ -172,7 +172,7 @@ class Worker(WorkerCore[Handler, TxHandler]):
         while not self._wakeup.stopped:
             consumer.maintain_when_due()
             if rounds.claim_now(self._held):
-                jobs = consumer.claim(rounds.batch)
+                jobs = consumer.claim(rounds.batch, acks_at_least=rounds.acks_with_claim())
                 if jobs is None:
                     continue  # the database was unreachable; backed off, try again
                 self._observer.claimed(jobs)

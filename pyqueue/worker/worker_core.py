@@ -49,8 +49,10 @@ class Rounds:
     concurrency), so that the handlers do not run dry while it claims; a
     claim that comes back short means the queues are drained for now (and,
     when empty, that the next scheduled run_at is worth asking for before
-    waiting). Acknowledgements go out a batch's worth at a time, when the
-    worker is idle, or once the oldest waited long enough.
+    waiting). Acknowledgements go out with the next claim, in its round
+    trip, when there are enough (:meth:`acks_with_claim`); otherwise a
+    batch's worth at a time, when the worker is idle, or once the oldest
+    waited long enough.
     """
 
     def __init__(self, batch: int, threshold: int, leased: bool) -> None:
@@ -66,6 +68,15 @@ class Rounds:
     def claimed(self, count: int) -> None:
         if count < self.batch:
             self.want, self.refresh = False, self.refresh or not count
+
+    def acks_with_claim(self) -> int:
+        """How many pending acks go out with a claim, ahead of it in its round
+        trip (``ConsumerCore.claiming``): in a steady drain, the jobs of the
+        last batch that finished while the worker held more than its
+        concurrency. Fewer are left for :meth:`send_acks_now`: a statement
+        of their own in the claim's transaction would cost the server more
+        than they save it."""
+        return min(self.batch, self.threshold)
 
     def send_acks_now(self, acks: Acks[Any], held: int) -> bool:
         pending = acks.pending()
