@@ -1,5 +1,5 @@
 -- jobq 0.13.0 → 0.14.0. One line per change:
---   (none yet)
+--   jobq._claim: a plain claim parks its leases behind leases older than 5 ms per job claimed (50 ms at least, as before) (issue 24)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.13.0 is installed.
@@ -30,6 +30,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.14.0');
 ---------------------------------------------------------------------------
 
 -- @replace-function jobq.version()
+-- @replace-function jobq._claim(text[], integer, text, interval)
 
 ---------------------------------------------------------------------------
 -- privileges
