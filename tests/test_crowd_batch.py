@@ -33,7 +33,8 @@ def crowd_aged(conn: Conn, worker: Conn, ago: str) -> None:
     """500 jobs in 'crowd', the first five leased in place, then made ``ago`` old."""
     conn.execute("SELECT jobq.enqueue_many('crowd', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 500)))")
     assert claim_parked(worker, 5) == [False] * 5
-    conn.execute("UPDATE jobq._job SET started_at = started_at - %s::interval WHERE status = 'running'", (ago,))
+    conn.execute("UPDATE jobq._job SET started_at = started_at - %s::interval WHERE status = 'running'",
+                 (ago,))
 
 
 def test_a_claim_of_100_leases_in_place_behind_leases_200_ms_old(conn: Conn, dsn: str) -> None:
