@@ -1,5 +1,5 @@
 -- jobq 0.13.0 → 0.14.0. One line per change:
---   jobq._claim: a plain claim parks its leases behind leases older than 5 ms per job claimed (50 ms at least, as before) (issue 24)
+--   jobq._claim: a plain claim of more than 10 jobs parks behind a crowd only when its last claim stepped over more than 20 rows of the claim index per job (issue 24)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.13.0 is installed.
@@ -58,9 +58,11 @@ DECLARE
     v_calm text[];   -- the session's last calm verdict of the crowd probe (below)
     -- How long that verdict holds (seconds).
     c_calm_for CONSTANT double precision := 0.05;
-    -- How old the lease at the head of a plain queue may be before this
-    -- claim parks its own (below): 50 ms up to 10 jobs, 5 ms a job above.
-    v_tolerance CONSTANT interval := greatest(p_n, 10) * interval '5 milliseconds';
+    v_pile text[];   -- the pile the session's last claim of these queues stepped over (below)
+    v_fetched bigint;
+    -- A claim of more than 10 jobs parks behind a crowd only when its last
+    -- claim read more than this many rows of the claim index per job.
+    c_pile CONSTANT integer := 20;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
@@ -81,24 +83,30 @@ BEGIN
         -- status. On a queue crowded with older leases
         -- (jobq._crowded_queues) the lease parks the row instead, so that
         -- leases do not pile up ahead of every later claim.
-        -- Older means older than v_tolerance, which grows with the claim:
-        -- every claim steps over the leases ahead of it, so a pile costs
-        -- each job claimed its size divided by the claim's; and how long
-        -- leases stay at the head sets how large the pile grows. A claim of
-        -- 100 pays a tenth per job of what a claim of 10 pays for the same
-        -- pile, so it tolerates leases ten times older (500 ms) before it
-        -- parks, which costs every parked lease an update that is not HOT
-        -- (a new entry in the primary key and both parked indexes). 50 ms
-        -- for claims of up to 10 is 0.8.0's measure (a thousand consumers
-        -- behind PgBouncer, claims of 10). The probe itself answers for
-        -- 50 ms: it is asked as of v_tolerance - 50 ms before the claim.
+        -- A claim of more than 10 jobs parks behind such a crowd only when
+        -- the pile is large for its size. A claim steps over every lease in
+        -- place ahead of it, about 0.75 us each, so a pile costs each job
+        -- claimed its size divided by the claim's; parking costs each
+        -- lease an update that is not HOT (new entries in the primary key
+        -- and both parked indexes), about as much as stepping over 20. How
+        -- large the pile is, the age of its head does not say (16 workers
+        -- holding 100 leases each for 90 ms make a pile of 1,600; 1,000
+        -- consumers behind PgBouncer holding 10 each for a second, 10,000),
+        -- so the claim measures it: the rows its scan of the claim index
+        -- read (pg_stat_get_xact_tuples_fetched: the leases in place it
+        -- stepped over, and its own), kept in the session
+        -- (jobq.claim_pile: which queues, rows per job). A later claim of
+        -- the same queues behind a crowd parks when that was over c_pile
+        -- rows per job, or when the session has not measured yet; claims
+        -- of up to 10 jobs park behind every crowd, as in 0.8.0. Like
+        -- jobq.calm_queues, the setting is a hint.
         -- The probe walks the same dead index entries (completed jobs,
         -- until vacuum) as the claim's own scan: after a drain of a
         -- backlog, hundreds of pages. So a calm verdict is remembered in
         -- the session (jobq.calm_queues: when, in which transaction, which
         -- queues) and holds for this session's claims of the same queues
         -- in later transactions for c_calm_for: a queue crowds only with
-        -- leases over 50 ms old (v_tolerance at least), and a verdict that old answers as the
+        -- leases over 50 ms old, and a verdict that old answers as the
         -- probe would have that much earlier. A crowded verdict is never
         -- remembered. The setting is a hint: a forged one at most makes a
         -- session's claims lease in place.
@@ -108,14 +116,21 @@ BEGIN
            AND extract(epoch FROM v_now) - v_calm[1]::double precision BETWEEN 0 AND c_calm_for THEN
             v_park := '{}';
         ELSE
-            v_park := jobq._crowded_queues(p_names => v_plain.names,
-                                           p_now => v_now - (v_tolerance - interval '50 milliseconds'));
+            v_park := jobq._crowded_queues(p_names => v_plain.names, p_now => v_now);
             PERFORM set_config('jobq.calm_queues',
                                CASE WHEN cardinality(v_park) = 0
                                     THEN concat_ws('|', extract(epoch FROM v_now), extract(epoch FROM now()),
                                                    array_to_string(v_plain.names, ' '))
                                     ELSE '' END,
                                false);
+        END IF;
+        IF p_n > 10 THEN
+            v_pile := string_to_array(current_setting('jobq.claim_pile', true), '|');
+            IF cardinality(v_park) > 0 AND cardinality(v_pile) = 2 AND v_pile[1] = array_to_string(v_plain.names, ' ')
+               AND v_pile[2] ~ '^[0-9]{1,9}$' AND v_pile[2]::integer <= c_pile THEN
+                v_park := '{}';
+            END IF;
+            v_fetched := pg_stat_get_xact_tuples_fetched('jobq._job_claim_idx'::regclass);
         END IF;
         -- Pick, lock and lease in one statement: the candidates of each
         -- queue from the claim index (SKIP LOCKED), the most urgent p_n of
@@ -152,6 +167,13 @@ BEGIN
                l.timeout, l.progress, l.meta
         FROM leased AS l
         ORDER BY l.priority, l.run_at, l.id;
+        IF p_n > 10 THEN
+            PERFORM set_config('jobq.claim_pile',
+                               concat_ws('|', array_to_string(v_plain.names, ' '),
+                                         (pg_stat_get_xact_tuples_fetched('jobq._job_claim_idx'::regclass)
+                                          - v_fetched) / p_n),
+                               false);
+        END IF;
         RETURN;
     ELSE
         IF cardinality(p_queues) = 1 THEN

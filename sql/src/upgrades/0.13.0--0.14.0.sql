@@ -1,5 +1,5 @@
 -- jobq 0.13.0 → 0.14.0. One line per change:
---   jobq._claim: a plain claim parks its leases behind leases older than 5 ms per job claimed (50 ms at least, as before) (issue 24)
+--   jobq._claim: a plain claim of more than 10 jobs parks behind a crowd only when its last claim stepped over more than 20 rows of the claim index per job (issue 24)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.13.0 is installed.
