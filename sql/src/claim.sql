@@ -56,7 +56,7 @@ BEGIN
         -- and both parked indexes), about as much as stepping over 20. How
         -- large the pile is, the age of its head does not say (16 workers
         -- holding 100 leases each for 90 ms make a pile of 1,600; 1,000
-        -- consumers behind PgBouncer holding 10 each for a second, 10,000),
+        -- consumers behind PgBouncer, 10 each, about 6,500 when measured),
         -- so the claim measures it: the rows its scan of the claim index
         -- read (pg_stat_get_xact_tuples_fetched: the leases in place it
         -- stepped over, and its own), kept in the session
