@@ -23,6 +23,11 @@ DECLARE
     v_calm text[];   -- the session's last calm verdict of the crowd probe (below)
     -- How long that verdict holds (seconds).
     c_calm_for CONSTANT double precision := 0.05;
+    v_pile text[];   -- the pile the session's last claim of these queues stepped over (below)
+    v_fetched bigint;
+    -- A claim of more than 10 jobs parks behind a crowd only when its last
+    -- claim read more than this many rows of the claim index per job.
+    c_pile CONSTANT integer := 20;
 BEGIN
     -- What both claim() overloads do once their arguments are checked:
     -- lease up to p_n ready jobs across p_queues, most urgent first
@@ -43,6 +48,23 @@ BEGIN
         -- status. On a queue crowded with older leases
         -- (jobq._crowded_queues) the lease parks the row instead, so that
         -- leases do not pile up ahead of every later claim.
+        -- A claim of more than 10 jobs parks behind such a crowd only when
+        -- the pile is large for its size. A claim steps over every lease in
+        -- place ahead of it, about 0.75 us each, so a pile costs each job
+        -- claimed its size divided by the claim's; parking costs each
+        -- lease an update that is not HOT (new entries in the primary key
+        -- and both parked indexes), about as much as stepping over 20. How
+        -- large the pile is, the age of its head does not say (16 workers
+        -- holding 100 leases each for 90 ms make a pile of 1,600; 1,000
+        -- consumers behind PgBouncer, 10 each, about 6,500 when measured),
+        -- so the claim measures it: the rows its scan of the claim index
+        -- read (pg_stat_get_xact_tuples_fetched: the leases in place it
+        -- stepped over, and its own), kept in the session
+        -- (jobq.claim_pile: which queues, rows per job). A later claim of
+        -- the same queues behind a crowd parks when that was over c_pile
+        -- rows per job, or when the session has not measured yet; claims
+        -- of up to 10 jobs park behind every crowd, as in 0.8.0. Like
+        -- jobq.calm_queues, the setting is a hint.
         -- The probe walks the same dead index entries (completed jobs,
         -- until vacuum) as the claim's own scan: after a drain of a
         -- backlog, hundreds of pages. So a calm verdict is remembered in
@@ -66,6 +88,14 @@ BEGIN
                                                    array_to_string(v_plain.names, ' '))
                                     ELSE '' END,
                                false);
+        END IF;
+        IF p_n > 10 THEN
+            v_pile := string_to_array(current_setting('jobq.claim_pile', true), '|');
+            IF cardinality(v_park) > 0 AND cardinality(v_pile) = 2 AND v_pile[1] = array_to_string(v_plain.names, ' ')
+               AND v_pile[2] ~ '^[0-9]{1,9}$' AND v_pile[2]::integer <= c_pile THEN
+                v_park := '{}';
+            END IF;
+            v_fetched := pg_stat_get_xact_tuples_fetched('jobq._job_claim_idx'::regclass);
         END IF;
         -- Pick, lock and lease in one statement: the candidates of each
         -- queue from the claim index (SKIP LOCKED), the most urgent p_n of
@@ -102,6 +132,13 @@ BEGIN
                l.timeout, l.progress, l.meta
         FROM leased AS l
         ORDER BY l.priority, l.run_at, l.id;
+        IF p_n > 10 THEN
+            PERFORM set_config('jobq.claim_pile',
+                               concat_ws('|', array_to_string(v_plain.names, ' '),
+                                         (pg_stat_get_xact_tuples_fetched('jobq._job_claim_idx'::regclass)
+                                          - v_fetched) / p_n),
+                               false);
+        END IF;
         RETURN;
     ELSE
         IF cardinality(p_queues) = 1 THEN

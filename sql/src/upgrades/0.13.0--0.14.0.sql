@@ -3,6 +3,7 @@
 --     those jobs where the walk found them (a TID scan; their ids checked after the lock), one index descent per
 --     key instead of two; the window read inline, and the head probe skipped when the claim leased in place a
 --     job at or before the window's half-way job; a claim of one finds a second key in its walk, not in two probes
+--   jobq._claim: a plain claim of more than 10 jobs parks behind a crowd only when its last claim stepped over more than 20 rows of the claim index per job (issue 24)
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.13.0 is installed.
@@ -34,6 +35,7 @@ INSERT INTO jobq._migration (version) VALUES ('0.14.0');
 
 -- @replace-function jobq.version()
 -- @replace-function jobq._fair_pick(text, integer, jobq._queue, boolean)
+-- @replace-function jobq._claim(text[], integer, text, interval)
 
 ---------------------------------------------------------------------------
 -- privileges
