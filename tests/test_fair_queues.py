@@ -41,6 +41,7 @@ import psycopg
 import pytest
 
 import pyqueue
+from pyqueue.defaults import LISTEN_APPLICATION_NAME
 from tests.chaos_support import keep_history, report, scaled, snapshot
 from tests.coord_support import Threads, max_overlap, scalar
 from tests.dashboard_http_support import dashboard
@@ -74,6 +75,13 @@ def drain(conn: Conn, dsn: str, queue: str, log_dir: Path, total: int) -> float:
     try:
         wait_until(lambda: scalar(conn, "SELECT count(*) FROM jobq._job WHERE queue = %s", (queue,)) == 0,
                    f"the workers to drain {total} jobs", timeout=60 + total / 200)
+        # A worker SIGTERMed before it runs is killed by it (exit -15): a
+        # short drain may end before the last one started, so wait until
+        # each listens (it handles the signal by then).
+        listening = ("SELECT count(*) FROM pg_stat_activity"
+                     " WHERE datname = current_database() AND application_name = %s")
+        wait_until(lambda: scalar(conn, listening, (LISTEN_APPLICATION_NAME,)) >= WORKERS,
+                   f"all {WORKERS} workers to listen")
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
