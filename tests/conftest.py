@@ -24,7 +24,6 @@ from pytest_postgresql import factories
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.localserver import find_bindir
-from tests.database_pool import DatabasePool
 
 ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = ROOT / "sql"
@@ -139,30 +138,7 @@ postgresql_proc = factories.postgresql_proc(
     ),
     load=[install_jobq],
 )
-
-
-@pytest.fixture(scope="session")
-def database_pool(postgresql_proc: PostgreSQLExecutor) -> Iterator[DatabasePool]:
-    """This process's fresh databases, made ahead of the tests (tests/database_pool.py)."""
-    pool = DatabasePool(proc_dsn(postgresql_proc, "postgres"), postgresql_proc.template_dbname)
-    yield pool
-    pool.close()
-
-
-@pytest.fixture
-def postgresql(database_pool: DatabasePool, postgresql_proc: PostgreSQLExecutor,
-               ) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-    """A connection to this test's fresh database: a copy of the template
-    (jobq installed) that no other test used, dropped after the test."""
-    name = database_pool.take()
-    try:
-        connection = psycopg.connect(proc_dsn(postgresql_proc, name))
-        try:
-            yield connection
-        finally:
-            connection.close()
-    finally:
-        database_pool.give_back(name)
+postgresql = factories.postgresql("postgresql_proc")
 
 
 def proc_dsn(proc: PostgreSQLExecutor, dbname: str) -> str:

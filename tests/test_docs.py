@@ -25,7 +25,6 @@ from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.localserver import find_bindir
 from tests.conftest import CRON_DATABASE, default_version, fresh_cron_database, proc_dsn
-from tests.database_pool import PREFIX as POOL_PREFIX
 from tests.doc_blocks import ROOT, Block, block_env, blocks, documents, stray_markers, wants_pg_cron
 
 # "a few": each one is a snippet CI cannot vouch for. Two of them are in
@@ -259,9 +258,8 @@ def document_db(postgresql_proc: PostgreSQLExecutor, request: pytest.FixtureRequ
     yield url
     # the document's database, those its blocks made (createdb app ...), and their roles
     new_roles = {r for r in role_names(postgresql_proc) - roles_before if not r.startswith("jobq_")}
-    # (not the fresh databases this process's pool made meanwhile: tests/database_pool.py)
-    made = {name for name in database_names(postgresql_proc) - before if not name.startswith(POOL_PREFIX)}
-    drop_databases(postgresql_proc, made | {url.rsplit("/", 1)[1]}, new_roles)
+    drop_databases(postgresql_proc, database_names(postgresql_proc) - before | {url.rsplit("/", 1)[1]},
+                   new_roles)
 
 
 @pytest.mark.parametrize("document_db", DOCS, ids=doc_id, indirect=True)
