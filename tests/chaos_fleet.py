@@ -70,12 +70,15 @@ class Fleet:
                 self.running.append(worker)
                 self.started.append(worker)
 
-    def kill_one(self) -> int | None:
-        """SIGKILL a random running worker; its pid (None when none runs)."""
+    def kill_one(self, among: set[int] | None = None) -> int | None:
+        """SIGKILL a random running worker (one whose pid is in ``among``, when
+        given); its pid (None when none runs, or none of those)."""
         with self.lock:
-            if not self.running:
+            candidates = [w for w in self.running if among is None or w.pid in among]
+            if not candidates:
                 return None
-            victim = self.running.pop(self.rand.randrange(len(self.running)))
+            victim = candidates[self.rand.randrange(len(candidates))]
+            self.running.remove(victim)
             self.killed_pids.add(victim.pid)
         victim.signal(signal.SIGKILL)
         victim.wait()

@@ -24,6 +24,10 @@ An HTML comment on the line before the opening fence changes that:
 - ``<!-- on-standby: REASON -->``: the block needs a streaming standby, so
   tests/test_docs.py leaves it to tests/test_failover.py, which runs it
   (a shell block) against a real one, ``$REPLICA`` its host.
+- ``<!-- bench-run: REASON -->``: docs/performance.md's smallest benchmark
+  run (a shell block), which tests/test_bench.py runs as written, once, and
+  checks what it wrote; tests/test_docs.py leaves it to that test (two runs
+  of the same benchmark would double a long test for nothing).
 
 A document's own database: README.md starts from an empty database (its tour
 installs jobq); every docs/*.md starts from one with jobq installed by
@@ -33,15 +37,22 @@ carries ``<!-- docs-database: pg_cron -->``.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from psycopg.conninfo import conninfo_to_dict
+
+from pyqueue.localserver import find_bindir
 
 ROOT = Path(__file__).resolve().parent.parent
 LANGUAGES = {"sql": "sql", "psql": "sql", "python": "python", "sh": "sh", "bash": "sh", "text": "text"}
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>[^`]*)$")
-MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|until-stopped|on-standby)\b(?P<rest>.*?)-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|until-stopped|on-standby|bench-run)\b(?P<rest>.*?)-->\s*$")
 CRON_MARKER = "<!-- docs-database: pg_cron -->"
+OTHERS_RUN_IT = {"not-run", "on-standby", "bench-run"}  # markers of blocks tests/test_docs.py does not run
 
 
 @dataclass(frozen=True)
@@ -52,7 +63,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     language: str  # as written after the fence ("" when none)
     text: str
-    marker: str | None = None  # "not-run" | "until-stopped" | "on-standby" | None
+    marker: str | None = None  # "not-run" | "until-stopped" | "on-standby" | "bench-run" | None
     reason: str = ""  # the not-run reason, or the until-stopped queues
 
     @property
@@ -67,7 +78,7 @@ class Block:
 
     @property
     def runs(self) -> bool:
-        return self.kind in {"sql", "python", "sh"} and self.marker not in {"not-run", "on-standby"}
+        return self.kind in {"sql", "python", "sh"} and self.marker not in OTHERS_RUN_IT
 
     @property
     def where(self) -> str:
@@ -132,3 +143,19 @@ def stray_markers(path: Path) -> list[int]:
 
 def wants_pg_cron(path: Path) -> bool:
     return CRON_MARKER in path.read_text()
+
+
+def block_env(url: str) -> dict[str, str]:
+    """The environment a python or sh block runs in: DATABASE_URL, libpq's variables, the venv first."""
+    venv_bin = str(Path(sys.executable).parent)
+    server = conninfo_to_dict(url)
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PG")},
+        "DATABASE_URL": url,
+        "PGHOST": str(server["host"]),
+        "PGPORT": str(server["port"]),
+        "PGUSER": str(server["user"]),
+        "PATH": f"{venv_bin}:{find_bindir()}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PAGER": "cat",
+    }

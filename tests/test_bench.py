@@ -1,4 +1,5 @@
-"""``pyqueue bench`` in its smallest mode, so it never rots: it completes,
+"""``pyqueue bench`` in its smallest mode (docs/performance.md's smallest run,
+run as the document shows it), so it never rots: it completes,
 writes valid JSON with every section and every figure of issue 11's goals,
 and reports sane numbers (never a speed threshold: benchmarks are programs,
 not timed tests). And the claim's plan: jobq.claim finds its rows with an
@@ -7,11 +8,12 @@ index scan on jobq._job, never a seq scan."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import math
-from collections.abc import Callable
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from pyqueue.bench.harness import Outcome, Role, Task
 from pyqueue.bench.throughput import Best
 from tests import bench_loops
 from tests.conftest import proc_dsn
+from tests.doc_blocks import ROOT, Block, block_env, blocks, documents
 
 # Its module-scoped fixture (the smallest run) is built once: under pytest-xdist
 # (--dist loadgroup) every test of this module runs on the same worker.
@@ -37,14 +40,8 @@ SECTIONS = {"meta", "drain", "enqueue", "pickup_latency", "single_connection", "
             "profile", "targets"}
 HEADINGS = ("Drain", "long leases ahead", "Enqueue", "Pickup latency", "One connection alone", "Workflows",
             "Scaling", "Soak", "Profile", "Goals (issue 11")
-DRAIN_JOBS = 600
+DRAIN_JOBS = 600  # the sizes docs/performance.md's smallest run gives (its bench-run block)
 WORKERS = ("4", "16")  # the worker counts issue 11's drain goals name
-SMALLEST = [  # every section, with as little work as still measures something
-    "--quick", "--drain-jobs", str(DRAIN_JOBS), "--workers", ",".join(WORKERS), "--leased-jobs", "200",
-    "--leased-workers", "4", "--single-jobs", "400", "--jobs", "600", "--batch", "50", "--connections", "2",
-    "--repeat", "1", "--scaling", "1,3", "--window", "1", "--latency-samples", "8", "--latency-workers", "2",
-    "--soak", "0.05", "--soak-sample", "1",
-]
 BENCH_DATABASE = "bench_run"  # the smallest run's own database on the test server
 CLAIM_PLAN_JOBS = 20_000  # rows in jobq._job: far more than a seq scan would be cheap for
 
@@ -59,25 +56,42 @@ def assert_distribution(values: dict[str, Any]) -> None:
     assert all(math.isfinite(v) for v in values.values() if isinstance(v, float)), values
 
 
+def smallest_run_block() -> Block:
+    """docs/performance.md's smallest run: the one block of the docs marked bench-run."""
+    found = [b for path in documents() for b in blocks(path) if b.marker == "bench-run"]
+    assert [(b.path.name, b.kind) for b in found] == [("performance.md", "sh")], found
+    return found[0]
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory, postgresql_proc: PostgreSQLExecutor,
-           ) -> tuple[dict[str, Any], Path, str]:
-    """One smallest run against the test server, in a database of its own
-    made from the template (jobq installed): the JSON it wrote, the chart
-    path, and what it printed."""
+           ) -> Iterator[tuple[dict[str, Any], Path, str]]:
+    """docs/performance.md's smallest run, run once as the document shows it
+    (tests/test_docs.py leaves this block to this test), against a database
+    of its own made from the template (jobq installed): the JSON it wrote,
+    the chart path, and the report it printed."""
     directory = tmp_path_factory.mktemp("bench")
+    directory.chmod(0o777)
     database = BENCH_DATABASE
     admin = proc_dsn(postgresql_proc, "postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {database}")
         conn.execute(f"CREATE DATABASE {database} TEMPLATE {postgresql_proc.template_dbname}")
-    dsn = proc_dsn(postgresql_proc, database)
-    json_path, chart_path = directory / "bench.json", directory / "bench.png"
-    out_path = directory / "stdout.txt"
-    with out_path.open("w") as out, contextlib.redirect_stdout(out):
-        code = suite.main(["--dsn", dsn, *SMALLEST, "--json", str(json_path), "--chart", str(chart_path)])
-    assert code == 0, out_path.read_text()
-    return json.loads(json_path.read_text()), chart_path, out_path.read_text()
+    block = smallest_run_block()
+    script = directory / "smallest_run.sh"
+    script.write_text(f'{block.text}echo "out=$out"\n')  # where the block wrote, its last line
+    url = f"postgresql://{postgresql_proc.user}@{postgresql_proc.host}:{postgresql_proc.port}/{database}"
+    done = subprocess.run(["bash", "-euo", "pipefail", str(script)], cwd=ROOT, env=block_env(url),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, f"{block.where}: exit {done.returncode}\n{done.stdout}{done.stderr}"
+    floors, out_line = done.stdout.splitlines()[-2:]
+    assert int(floors) > 0, done.stdout  # the block's grep: the floors are in the JSON
+    out = Path(out_line.removeprefix("out="))
+    try:
+        results = json.loads((out / "bench.json").read_text())
+        yield results, out / "bench.png", (out / "report.txt").read_text()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def test_the_smallest_run_writes_every_section(report: tuple[dict[str, Any], Path, str]) -> None:

@@ -21,12 +21,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.localserver import find_bindir
 from tests.conftest import CRON_DATABASE, default_version, fresh_cron_database, proc_dsn
-from tests.doc_blocks import ROOT, Block, blocks, documents, stray_markers, wants_pg_cron
+from tests.doc_blocks import ROOT, Block, block_env, blocks, documents, stray_markers, wants_pg_cron
 
 # "a few": each one is a snippet CI cannot vouch for. Two of them are in
 # docs/scaling.md and need what CI has no place for: a worker pointed at a
@@ -108,21 +107,6 @@ class PsqlSession:
         self.reader.join(timeout=10)
         if self.process.stdout is not None:
             self.process.stdout.close()
-
-
-def block_env(url: str) -> dict[str, str]:
-    venv_bin = str(Path(sys.executable).parent)
-    server = conninfo_to_dict(url)
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith("PG")},
-        "DATABASE_URL": url,
-        "PGHOST": str(server["host"]),
-        "PGPORT": str(server["port"]),
-        "PGUSER": str(server["user"]),
-        "PATH": f"{venv_bin}:{find_bindir()}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PAGER": "cat",
-    }
 
 
 def command(block: Block, scratch: Path) -> tuple[list[str], Path]:

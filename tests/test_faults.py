@@ -36,7 +36,8 @@ CRASH_JOBS = 2000  # jobs of the quick tier (times the chaos scale)
 CRASH_WORKERS = 4  # worker processes running at any time (2 cores)
 CRASH_PRODUCE_SECONDS = 6.0  # the producer spreads its jobs over this long (times the scale)
 CRASH_CHUNK = 50  # jobs per enqueue_many, each chunk its own transaction
-KILL_EVERY = (0.2, 0.8)  # seconds between two kills, uniformly drawn
+KILL_EVERY = (10, 60)  # jobs completed between two kills, uniformly drawn (about 57 kills)
+KILL_POLL = 0.1  # seconds between two looks at the completed count
 CRASH_OPTIONS = (
     "--queue", CRASH_QUEUE,
     "--lease", "2",  # seconds: a killed worker's jobs come back quickly
@@ -95,11 +96,25 @@ def test_workers_sigkilled_at_random_moments_lose_no_job(
     kills: list[float] = []
 
     def killer() -> None:
-        # Kill at random moments, and start a replacement for every victim.
-        while not stop_killing.wait(rand.uniform(*KILL_EVERY)):
-            if fleet.kill_one() is not None:
-                kills.append(time.monotonic() - started)
-            fleet.start(1)
+        # Kill at random moments of the work (after a random number of completed
+        # jobs, not seconds: on a loaded machine kills by the clock outpaced the
+        # workers' start-ups and the fleet did less and less), and start a
+        # replacement for every victim. The victim is a worker that has run a
+        # job: one still starting up (importing, connecting) holds none.
+        with psycopg.connect(dsn, autocommit=True) as watching:
+            def completed() -> int:
+                return int(str(scalar(watching, "SELECT count(*) FROM jobq._job_archive "
+                                      "WHERE queue = %s AND status = 'completed'", (CRASH_QUEUE,))))
+
+            next_kill = rand.randint(*KILL_EVERY)
+            while not stop_killing.wait(KILL_POLL):
+                if completed() < next_kill:
+                    continue
+                rows = watching.execute("SELECT DISTINCT pid FROM executions").fetchall()
+                if fleet.kill_one(among={int(str(row[0])) for row in rows}) is not None:
+                    kills.append(time.monotonic() - started)
+                    fleet.start(1)
+                    next_kill = completed() + rand.randint(*KILL_EVERY)
 
     try:
         producer = Producer(dsn, CRASH_QUEUE, total, CRASH_PRODUCE_SECONDS * (total / CRASH_JOBS),
