@@ -201,11 +201,11 @@ class Acks(Generic[R]):
                     done.completes.extend(jobs)
                     _log_lost_completions(completed, len(jobs))
                 for fails in _chunks(batch.fails):
-                    rows = yield Sql(q.FAIL_MANY, _failing(fails), rows="tuples")
+                    rows = yield _fail_many(fails)
                     done.fails.extend(fails)
                     _log_lost("failed", rows)
                 for jobs in _chunks(batch.releases):
-                    rows = yield Sql(q.RELEASE_MANY, _ids_and_tokens(jobs), rows="tuples")
+                    rows = yield _release_many(jobs)
                     done.releases.extend(jobs)
                     _log_lost("released", rows)
         except psycopg.OperationalError as error:
@@ -270,23 +270,33 @@ def statements(batch: AckBatch) -> list[Sql]:
     :meth:`Acks.take_for_claim`), completions first, as :meth:`Acks.sending`
     orders them."""
     steps = []
-    if jobs := batch.completes:
-        results = [j._result for j in jobs]
-        if results.count(None) == len(results):
-            steps.append(Sql(q.COMPLETE_MANY, _ids_and_tokens(jobs)))
-        else:
-            steps.append(Sql(q.COMPLETE_MANY_RESULTS, (*_ids_and_tokens(jobs), results)))
+    if batch.completes:
+        steps.append(_complete_many(batch.completes))
     if batch.fails:
-        steps.append(Sql(q.FAIL_MANY, _failing(batch.fails), rows="tuples"))
+        steps.append(_fail_many(batch.fails))
     if batch.releases:
-        steps.append(Sql(q.RELEASE_MANY, _ids_and_tokens(batch.releases), rows="tuples"))
+        steps.append(_release_many(batch.releases))
     return steps
 
 
-def _failing(fails: Sequence[tuple[JobRecord, str]]) -> tuple[str, list[str], str]:
-    """FAIL_MANY's ids, errors and lease tokens."""
-    return (arrays.bigints([j.id for j, _ in fails]), [e for _, e in fails],
-            arrays.uuids([j.lease_token for j, _ in fails]))
+def _complete_many(jobs: Sequence[JobRecord]) -> Sql:
+    """The statement that completes ``jobs``: with their results only when
+    some job has one, so that a worker on an older jobq completes as before."""
+    results = [j._result for j in jobs]
+    if results.count(None) == len(results):
+        return Sql(q.COMPLETE_MANY, _ids_and_tokens(jobs))
+    return Sql(q.COMPLETE_MANY_RESULTS, (*_ids_and_tokens(jobs), results))
+
+
+def _fail_many(fails: Sequence[tuple[JobRecord, str]]) -> Sql:
+    """The statement that fails the attempts of ``fails`` (job, error)."""
+    return Sql(q.FAIL_MANY, (arrays.bigints([j.id for j, _ in fails]), [e for _, e in fails],
+                             arrays.uuids([j.lease_token for j, _ in fails])), rows="tuples")
+
+
+def _release_many(jobs: Sequence[JobRecord]) -> Sql:
+    """The statement that releases ``jobs`` unrun."""
+    return Sql(q.RELEASE_MANY, _ids_and_tokens(jobs), rows="tuples")
 
 
 def _ids_and_tokens(jobs: Sequence[JobRecord]) -> tuple[str, str]:
@@ -295,16 +305,13 @@ def _ids_and_tokens(jobs: Sequence[JobRecord]) -> tuple[str, str]:
 
 
 def _completing(jobs: Sequence[JobRecord]) -> Script[int]:
-    """Complete ``jobs`` (their results included, the results only when some
-    job has one, so that a worker on an older jobq completes as before); how
-    many still held their lease."""
-    results = [j._result for j in jobs]
-    if results.count(None) == len(results):
-        return int((yield Sql(q.COMPLETE_MANY, _ids_and_tokens(jobs))))
+    """Complete ``jobs`` (:func:`_complete_many`); how many still held their
+    lease. A refused result: one job at a time (:func:`_completing_one`)."""
+    statement = _complete_many(jobs)
     try:
-        return int((yield Sql(q.COMPLETE_MANY_RESULTS, (*_ids_and_tokens(jobs), results))))
+        return int((yield statement))
     except psycopg.Error as error:
-        if error.sqlstate != TOO_LARGE:
+        if error.sqlstate != TOO_LARGE or statement.query == q.COMPLETE_MANY:
             raise
     completed = 0
     for job in jobs:
