@@ -23,10 +23,11 @@ from typing import Any
 
 import psycopg
 
-from pyqueue.bench.pgbouncer import PgBouncer, free_port, server_user_kwargs
+from pyqueue.bench.pgbouncer import PgBouncer, server_user_kwargs
 from pyqueue.localserver import temporary_directory
 
-__all__ = ["PgBouncer", "free_port", "server_user_kwargs"]  # re-exported: the tests import them from here
+__all__ = ["PgBouncer", "server_user_kwargs"]  # re-exported: the tests import them from here
+from tests.ports import free_port
 from tests.worker_support import wait_until
 
 Conn = psycopg.Connection[Any]
@@ -144,7 +145,7 @@ def pgbouncer(*, host: str, port: int, dbname: str, pool_size: int,
     directory = temporary_directory("jobq-pgbouncer-")
     try:
         bouncer = PgBouncer(directory, host=host, port=port, dbname=dbname, pool_size=pool_size,
-                            max_client_conn=max_client_conn)
+                            max_client_conn=max_client_conn, listen_port=free_port())
         try:
             yield bouncer.start()
         finally:

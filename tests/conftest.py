@@ -24,6 +24,7 @@ from pytest_postgresql import factories
 from pytest_postgresql.executors import PostgreSQLExecutor
 
 from pyqueue.localserver import find_bindir
+from tests.ports import forget_claims, start_claims
 
 ROOT = Path(__file__).resolve().parent.parent
 SQL_DIR = ROOT / "sql"
@@ -51,6 +52,18 @@ def install_jobq(  # noqa: PLR0917 - the signature of a pytest-postgresql loader
 def printable(text: str) -> str:
     """``text`` with lone surrogates written as escapes: valid UTF-8."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controlling process makes the run's port claims directory
+    (tests/ports.py) before it starts any xdist process."""
+    if not hasattr(config, "workerinput"):
+        start_claims()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        forget_claims()
 
 
 @pytest.hookimpl(wrapper=True)

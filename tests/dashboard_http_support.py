@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from typing import Any
 import psycopg
 
 from tests.conftest import ROOT
+from tests.ports import free_port, listens
 
 START_TIMEOUT = 30.0  # seconds a dashboard process may take to listen
 STOP_TIMEOUT = 20.0
@@ -38,12 +38,6 @@ SCRIPT_PAYLOAD = {"x": "<script>alert(1)</script>"}
 ERROR_TEXT = ('Traceback (most recent call last):\n  File "jobs.py", line 3\n'
               "ValueError: <img src=x onerror=alert(1)>")
 Connection = psycopg.Connection[tuple[Any, ...]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def dashboard_env(**extra: str) -> dict[str, str]:
@@ -206,7 +200,7 @@ def wait_listening(process: subprocess.Popen[str], port: int, log: Path) -> None
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"the dashboard exited with {process.returncode}:\n{log.read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        if listens(process.pid, port):
             return
         time.sleep(0.1)
     raise AssertionError(f"the dashboard did not listen within {START_TIMEOUT} s:\n{log.read_text()}")

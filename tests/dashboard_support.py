@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.ports import free_port, listens
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -64,12 +65,6 @@ def wait(driver: WebDriver, timeout: float = WAIT) -> WebDriverWait[WebDriver]:
     """A wait that tries again when the page's refresh replaced an element it was reading."""
     return WebDriverWait(driver, timeout, poll_frequency=0.2,
                          ignored_exceptions=[StaleElementReferenceException])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def dashboard_argv(dsn: str, port: int, *extra: str) -> list[str]:
@@ -114,8 +109,7 @@ def running_dashboard(dsn: str, scratch: Path, *options: str, host: str = "127.0
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             assert process.poll() is None, f"dashboard exited ({process.returncode}):\n{dashboard.output()}"
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            if listens(process.pid, port):
                 break
             assert time.monotonic() < deadline, f"the dashboard never listened:\n{dashboard.output()}"
             time.sleep(0.1)

@@ -4,7 +4,6 @@ the jobq_* series must be."""
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from typing import Any
 
@@ -18,12 +17,6 @@ STATES = ("ready", "scheduled", "running", "dead", "waiting")
 COUNTERS = ("completed", "failed", "dead")
 OUTCOMES = ("completed", "failed", "timeout", "shutdown", "lease_lost", "acknowledged")
 HTTP_TIMEOUT = 30  # seconds a scrape may take on this shared machine
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def key(name: str, **labels: str) -> Key:

@@ -24,7 +24,6 @@ from tests.dashboard_support import (
     dashboard_argv,
     dashboard_env,
     enqueue,
-    free_port,
     make_dead,
     running_dashboard,
     stats,
@@ -32,6 +31,7 @@ from tests.dashboard_support import (
     submit,
     wait,
 )
+from tests.ports import free_port
 
 # Its module-scoped fixture is built once: under pytest-xdist (--dist loadgroup)
 # every test of this module runs on the same worker.

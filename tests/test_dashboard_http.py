@@ -23,10 +23,10 @@ from tests.dashboard_http_support import (
     claim,
     dashboard,
     enqueue,
-    free_port,
     seed,
     serving,
 )
+from tests.ports import free_port
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 MOUNTED = '''

@@ -27,10 +27,10 @@ from tests.dashboard_http_support import (
     basic,
     dashboard,
     dashboard_env,
-    free_port,
     run_command,
     seed,
 )
+from tests.ports import free_port
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 TOKEN = "http-test-token-0123456789abcdef"

@@ -32,7 +32,6 @@ from tests.metrics_support import (
     Conn,
     Samples,
     bucket,
-    free_port,
     from_stats,
     jobq_series,
     key,
@@ -40,6 +39,7 @@ from tests.metrics_support import (
     parse,
     scrape,
 )
+from tests.ports import free_port
 from tests.worker_support import InThread, scalar, wait_until
 
 QUICK_RETRY = ("SELECT jobq.configure_queue(%s, backoff_base => interval '0.1 s', "

@@ -20,7 +20,6 @@ from tests.dashboard_http_support import dashboard
 from tests.metrics_support import (
     Conn,
     fetch,
-    free_port,
     from_stats,
     jobq_series,
     key,
@@ -28,6 +27,7 @@ from tests.metrics_support import (
     parse,
     scrape,
 )
+from tests.ports import free_port
 from tests.worker_support import scalar, wait_until
 
 RUN_TIMEOUT = 120  # seconds a probe process may take

@@ -33,7 +33,6 @@ from pyqueue.localserver import LocalServer, temporary_directory
 from tests.chaos_fleet import SHAPES, Fleet
 from tests.chaos_support import (
     elapsed,
-    free_port,
     install_script,
     keep_history,
     report,
@@ -41,6 +40,7 @@ from tests.chaos_support import (
     scale,
     server_user_kwargs,
 )
+from tests.ports import free_port
 from tests.worker_support import EXECUTIONS_DDL, InThread, backend_pids, scalar, wait_until
 
 Conn = psycopg.Connection[Any]

@@ -58,9 +58,9 @@ class PgBouncer:
     ``host:port``, with ``pool_size`` server connections for it."""
 
     def __init__(self, directory: Path, *, host: str, port: int, dbname: str, pool_size: int,
-                 max_client_conn: int = 500) -> None:
+                 max_client_conn: int = 500, listen_port: int | None = None) -> None:
         self.directory = directory
-        self.port = free_port()
+        self.port = free_port() if listen_port is None else listen_port
         self.dbname = dbname
         self.ini = directory / "pgbouncer.ini"
         self.log = directory / "pgbouncer.log"
