@@ -360,6 +360,26 @@ def test_an_empty_claim_asks_for_the_next_run_at_before_waiting() -> None:
     assert FakeDriver().run(consumer.waited(notified=False, work_at=work_at)) is True
 
 
+def test_a_lost_listen_connection_makes_a_worker_with_room_claim_at_once() -> None:
+    """A NOTIFY sent while LISTEN was down is gone: a worker with room claims
+    at once (reopening LISTEN first) instead of sleeping until its next poll;
+    one at capacity waits as before, and the claim ends the catch-up."""
+    consumer = core(poll_interval=60.0)
+    FakeDriver({CLAIM: claimed()}).run(consumer.claiming(10))  # opens LISTEN
+    driver = FakeDriver({q.RESPONDER_LOCK: LOST})  # the first statement on it finds it gone
+    work_at, timeout = driver.run(consumer.preparing_wait(refresh=False, respond=True))
+    assert driver.of(Reset) == [Reset("listen")] and not consumer.listening
+    assert timeout <= 0
+    assert FakeDriver().run(consumer.waited(notified=False, work_at=work_at)) is True
+    _, timeout = FakeDriver().run(consumer.preparing_wait(refresh=False, respond=False))
+    assert timeout > 30  # at capacity: no claim could follow, the poll interval stands
+    driver = FakeDriver({CLAIM: claimed()})
+    driver.run(consumer.claiming(10))
+    assert driver.of(Listen) == [Listen()] and consumer.listening
+    _, timeout = FakeDriver({q.RESPONDER_LOCK: True}).run(consumer.preparing_wait(refresh=False, respond=True))
+    assert timeout > 30
+
+
 # --- the main loop's decisions ---------------------------------------------------------------
 
 def test_rounds_claim_while_the_handlers_have_work_and_stop_when_drained() -> None:

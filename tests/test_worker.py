@@ -16,7 +16,17 @@ from psycopg.conninfo import make_conninfo
 
 import pyqueue
 from pyqueue.defaults import HEARTBEAT_APPLICATION_NAME, LISTEN_APPLICATION_NAME, WORKER_APPLICATION_NAME
-from tests.worker_support import InThread, backend_pids, job_status, keep_history, mapping, scalar, wait_until
+from pyqueue.worker.cancel_watch import CancelWatch
+from tests.worker_support import (
+    WAIT_TIMEOUT,
+    InThread,
+    backend_pids,
+    job_status,
+    keep_history,
+    mapping,
+    scalar,
+    wait_until,
+)
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
@@ -339,9 +349,12 @@ def test_recovers_when_the_listen_connection_is_terminated(
     wait_until(lambda: len(backend_pids(conn, LISTEN_APPLICATION_NAME)) == 1, "the worker listening")
     [old] = backend_pids(conn, LISTEN_APPLICATION_NAME)
     assert scalar(conn, "SELECT pg_terminate_backend(%s)", (old,)) is True
-    # Enqueued right away: its NOTIFY may well be lost with the connection.
+    # Enqueued right away: its NOTIFY may well be lost with the connection. The worker claims as
+    # soon as it sees the connection broken (whichever of its threads reads it first), long
+    # before its next poll.
     job_id = pyqueue.enqueue(conn, "t", {})
-    wait_until(lambda: job_id in recorder.ids(), "the job enqueued while the worker was down")
+    wait_until(lambda: job_id in recorder.ids(), "the job enqueued while the worker was down",
+               timeout=IDLE_POLL / 2)
     # The job may come by a poll before the new LISTEN connection is up: wait for it.
     wait_until(lambda: backend_pids(conn, LISTEN_APPLICATION_NAME) not in ([], [old]),
                "a new LISTEN connection")
@@ -349,6 +362,44 @@ def test_recovers_when_the_listen_connection_is_terminated(
     assert len(new) == 1 and new != [old]
     stop.set()
     worker.join()
+
+
+class WatchedConsumer:
+    """What a CancelWatch reads: a real LISTEN connection; records being woken."""
+
+    def __init__(self, dsn: str) -> None:
+        self.listen_lock = threading.RLock()
+        self._listen: psycopg.Connection[Any] | None = psycopg.connect(
+            dsn, autocommit=True, application_name="watch-test")
+        self._listen.execute("LISTEN watch_test")
+        self.woken = threading.Event()
+
+    def read_notes(self) -> bool:
+        with self.listen_lock:
+            assert self._listen is not None
+            return bool(list(self._listen.notifies(timeout=0)))
+
+    def noted_by_watch(self) -> None:
+        self.woken.set()
+
+
+def test_the_cancel_watch_wakes_the_loop_when_the_listen_connection_breaks(conn: Conn, dsn: str) -> None:
+    """listen()'s cancel watch reads the LISTEN connection while a handler
+    runs; when it is the one to find the connection broken, it wakes the loop
+    (which reopens it and claims what a lost NOTIFY announced) instead of
+    leaving the loop asleep until its next poll."""
+    consumer = WatchedConsumer(dsn)
+    watch = CancelWatch(consumer)
+    watch.start()
+    try:
+        [pid] = backend_pids(conn, "watch-test")
+        assert not consumer.woken.wait(0.3)  # nothing to say yet
+        assert scalar(conn, "SELECT pg_terminate_backend(%s)", (pid,)) is True
+        assert consumer.woken.wait(WAIT_TIMEOUT)
+    finally:
+        watch.close()
+        assert consumer._listen is not None
+        consumer._listen.close()
 
 
 def test_recovers_after_the_database_refused_connections(

@@ -71,8 +71,14 @@ class CancelWatch:
                 ready, _, _ = select.select([fd, self._read_fd], [], [], LOOK_AGAIN)
                 if fd in ready and not self._closing.is_set() and consumer.read_notes():
                     consumer.noted_by_watch()
+            except psycopg.OperationalError as error:
+                # The connection broke under the watch: the loop, asleep on it, would not see it until
+                # its next poll. Woken, it reads the broken connection, reopens it and claims at once.
+                logger.debug("cancel watch: %s", error)
+                consumer.noted_by_watch()
+                self._closing.wait(RETRY_DELAY)
             except (OSError, ValueError, psycopg.Error) as error:
-                logger.debug("cancel watch: %s", error)  # the loop sees it too, and reopens the connection
+                logger.debug("cancel watch: %s", error)  # the loop closed the connection; it reopens it
                 self._closing.wait(RETRY_DELAY)
 
     def close(self) -> None:

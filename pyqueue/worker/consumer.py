@@ -83,6 +83,7 @@ class ConsumerCore(Generic[J, S]):
         self.listening = False  # the LISTEN connection is open
         self._listen_warned = False  # "cannot LISTEN" was logged; quiet until LISTEN works again
         self._responder = False  # holds its queues' first-responder lock (see waited)
+        self._catch_up = False  # the LISTEN connection was lost: a NOTIFY may have been missed
         self._responder_key = ",".join(sorted(self._queue_set))
         self._poll_at = 0.0  # monotonic: look for work by then even without a NOTIFY
         self._polls = PollBackoff(settings.poll_interval, settings.max_poll_interval)
@@ -147,7 +148,11 @@ class ConsumerCore(Generic[J, S]):
             self._listen_warned = False
 
     def listen_lost(self, error: BaseException) -> Script[None]:
+        """The LISTEN connection broke: a NOTIFY sent meanwhile is gone, so the
+        worker claims as soon as it has room (reopening LISTEN first) instead
+        of sleeping until its next poll (``preparing_wait``)."""
         logger.warning("LISTEN connection lost: %s", str(error).strip())
+        self._catch_up = True
         yield from self._closing_listen()
 
     def _answering_for_duty(self, respond: bool) -> Script[None]:
@@ -188,6 +193,7 @@ class ConsumerCore(Generic[J, S]):
         poll interval from now; (re)open the LISTEN connection first, so that
         nothing notified from now on is missed."""
         self._poll_at = time.monotonic() + self._polls.delay()
+        self._catch_up = False  # this claim finds what a lost NOTIFY announced
         yield from self._trying_to_listen()
 
     def polled(self, found: bool) -> None:
@@ -298,13 +304,17 @@ class ConsumerCore(Generic[J, S]):
         claim follows it; a retry in backoff does not since jobq 0.11, so an
         idle worker finds it by the poll, the failing worker by its own next
         claim). ``respond``: this worker would claim at once (it has
-        room); only such a worker takes the first-responder lock.
+        room); only such a worker takes the first-responder lock, and only
+        such a worker claims at once after its LISTEN connection was lost
+        (``listen_lost``: a NOTIFY may have been missed).
         """
         yield from self._answering_for_duty(respond)
         if refresh:
             next_in = yield from self._next_run_in()
             self._next_due = math.inf if next_in is None else time.monotonic() + next_in
         work_at = min(self._poll_at, self._next_due)
+        if self._catch_up and respond:
+            work_at = time.monotonic()
         timeout = min(work_at - time.monotonic(), self._reaps.seconds_left(), self.acks.seconds_until_due(),
                       self.schedules.seconds_left(), self.prunes.seconds_left())
         return work_at, timeout
