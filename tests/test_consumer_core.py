@@ -376,7 +376,8 @@ def test_a_lost_listen_connection_makes_a_worker_with_room_claim_at_once() -> No
     driver = FakeDriver({CLAIM: claimed()})
     driver.run(consumer.claiming(10))
     assert driver.of(Listen) == [Listen()] and consumer.listening
-    _, timeout = FakeDriver({q.RESPONDER_LOCK: True}).run(consumer.preparing_wait(refresh=False, respond=True))
+    driver = FakeDriver({q.RESPONDER_LOCK: True})
+    _, timeout = driver.run(consumer.preparing_wait(refresh=False, respond=True))
     assert timeout > 30
 
 
