@@ -22,6 +22,7 @@ from pathlib import Path
 
 CLAIMS = 200  # ports tried before giving up
 CLAIMS_VARIABLE = "JOBQ_TEST_PORTS"
+MADE: list[str] = []  # the claims directory this process made, if it made one
 
 
 def claims_directory() -> Path:
@@ -32,8 +33,11 @@ def claims_directory() -> Path:
 
 
 def start_claims() -> None:
-    """Make the run's claims directory and name it for the processes to come."""
-    os.environ[CLAIMS_VARIABLE] = tempfile.mkdtemp(prefix="jobq-test-ports-")
+    """Make the run's claims directory and name it for the processes to come;
+    a pytest run inside a test's run keeps (and shares) the outer one's."""
+    if not os.environ.get(CLAIMS_VARIABLE):
+        MADE.append(tempfile.mkdtemp(prefix="jobq-test-ports-"))
+        os.environ[CLAIMS_VARIABLE] = MADE[-1]
 
 
 def claim(port: int) -> bool:
@@ -60,9 +64,10 @@ def free_port() -> int:
 
 
 def forget_claims() -> None:
-    """Remove the run's claims directory (the controlling process, at the end)."""
-    shutil.rmtree(claims_directory(), ignore_errors=True)
-    os.environ.pop(CLAIMS_VARIABLE, None)
+    """Remove the claims directory this process made (the controlling one, at the end)."""
+    while MADE:
+        shutil.rmtree(MADE.pop(), ignore_errors=True)
+        os.environ.pop(CLAIMS_VARIABLE, None)
 
 
 def listening_inodes(port: int) -> set[str]:
