@@ -2,7 +2,9 @@
 session cannot show it: the upgrade converting a populated 0.6.0 archive
 (100,000 rows; 1,000,000 under ``make chaos``), pg_dump/pg_restore of an extension install with rows in day
 partitions and in the default one, and prune under concurrency (a partition
-in use is left for the next prune; two prunes never wait on each other).
+in use is left for the next prune; two prunes never wait on each other; a
+vacuum of a partition does not make prune skip, and prune waits past
+deadlock_timeout, when a blocking autovacuum yields).
 pgtap/archive_partitions.sql tests the rest within one transaction.
 """
 
@@ -225,7 +227,7 @@ def test_a_partition_in_use_is_left_for_the_next_prune(conn: Conn, dsn: str) -> 
         reader.rollback()
     assert scalar(conn, "SELECT jobq.prune()") == 10, "the next prune drops it"
     assert name not in partitions(conn)
-    assert waited < 30, "prune gave up on the lock (lock_timeout 1 s) instead of waiting for the reader"
+    assert waited < 30, "prune gave up on the lock (deadlock_timeout + 1 s) instead of waiting for the reader"
 
 
 def test_a_prune_does_not_wait_for_another_one_making_partitions(conn: Conn, dsn: str) -> None:
@@ -234,7 +236,7 @@ def test_a_prune_does_not_wait_for_another_one_making_partitions(conn: Conn, dsn
     name = expired_day(conn, 5)
     with psycopg.connect(dsn) as first:
         # What a prune holds while it creates days ahead.
-        first.execute("LOCK TABLE jobq._job_archive IN SHARE UPDATE EXCLUSIVE MODE")
+        first.execute("LOCK TABLE ONLY jobq._job_archive IN SHARE UPDATE EXCLUSIVE MODE")
         result: list[object] = []
         second = threading.Thread(target=lambda: result.append(scalar(conn, "SELECT jobq.prune()")))
         second.start()
@@ -245,6 +247,49 @@ def test_a_prune_does_not_wait_for_another_one_making_partitions(conn: Conn, dsn
         first.rollback()
     assert scalar(conn, "SELECT jobq.prune()") == 5
     assert name not in partitions(conn)
+
+
+def test_a_vacuum_of_a_partition_does_not_make_prune_skip(conn: Conn, dsn: str) -> None:
+    """(Auto)vacuum holds a SHARE UPDATE EXCLUSIVE lock of each partition it
+    works on. Prune's one-at-a-time lock is of the archive alone, so a vacuum
+    of today's day does not make it skip its partition work (CI of
+    2026-11-27: right after the upgrade filled the days, autovacuum did)."""
+    name = expired_day(conn, 5)
+    conn.execute("SELECT jobq._archive_add(d, d + 1) "
+                 "FROM (SELECT (now() AT TIME ZONE 'UTC')::date AS d) AS x")
+    today = str(scalar(conn, "SELECT partition FROM jobq.archive_partitions WHERE from_time <= now() "
+                             "AND to_time > now()"))
+    ahead = "SELECT count(*) FROM jobq.archive_partitions WHERE from_time > now()"
+    days_ahead = scalar(conn, """
+        SELECT ((now() + jobq._archive_horizon()) AT TIME ZONE 'UTC')::date + 1
+               - (now() AT TIME ZONE 'UTC')::date""")
+    assert scalar(conn, ahead) == 0
+    with psycopg.connect(dsn) as vacuum:
+        vacuum.execute(f"LOCK TABLE jobq.{today} IN SHARE UPDATE EXCLUSIVE MODE")  # what VACUUM holds
+        assert scalar(conn, "SELECT jobq.prune()") == 5
+        assert name not in partitions(conn)
+        assert scalar(conn, ahead) == days_ahead >= 1, "the days ahead were created"
+        vacuum.rollback()
+
+
+def test_prune_waits_past_deadlock_timeout_for_the_partition(conn: Conn, dsn: str) -> None:
+    """A lock request that has waited deadlock_timeout cancels an autovacuum
+    holding the lock; prune waits a second longer than that before it leaves
+    a partition for the next run, so the autovacuum yields first. Here an
+    ordinary session holds the expired day for 2 s, with deadlock_timeout at
+    3 s: prune waits it out (before, it gave up after 1 s)."""
+    name = expired_day(conn, 7)
+    conn.execute("SET deadlock_timeout = '3s'")
+    with psycopg.connect(dsn) as holder:
+        holder.execute(f"LOCK TABLE jobq.{name} IN SHARE UPDATE EXCLUSIVE MODE")
+        releasing = threading.Timer(2.0, holder.rollback)
+        releasing.start()
+        try:
+            assert scalar(conn, "SELECT jobq.prune()") == 7, "prune waited for the partition"
+        finally:
+            releasing.join()
+    assert name not in partitions(conn)
+    assert scalar(conn, "SHOW lock_timeout") == "0", "the wait was prune's, not the session's"
 
 
 def test_a_script_install_upgrades_its_archive_too(database: Conn) -> None:

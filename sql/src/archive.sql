@@ -46,6 +46,20 @@ $$;
 COMMENT ON FUNCTION jobq._archive_horizon() IS
     'How far ahead the archive''s day partitions are created: the longest configured retention, at most 31 days.';
 
+CREATE FUNCTION jobq._autovacuum_yield_timeout() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- A lock_timeout (in ms) that outlasts deadlock_timeout by a second. A
+    -- lock request that has waited deadlock_timeout cancels an autovacuum
+    -- that holds the lock (unless it prevents wraparound), so a prune waiting
+    -- this long gets the partition autovacuum was working on instead of
+    -- leaving it for the next run.
+    SELECT ((extract(epoch FROM current_setting('deadlock_timeout')::interval) * 1000)::bigint + 1000)::text;
+$$;
+COMMENT ON FUNCTION jobq._autovacuum_yield_timeout() IS
+    'A lock_timeout that outlasts deadlock_timeout by 1 s, so that a blocking autovacuum is cancelled before the wait gives up.';
+
 CREATE FUNCTION jobq._archive_add(p_from date, p_to date) RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -68,8 +82,10 @@ BEGIN
     -- PARTITION OF would take an ACCESS EXCLUSIVE one. Attaching scans the
     -- default partition (under an ACCESS EXCLUSIVE lock of it alone) to prove
     -- it holds no row of the range; the CHECK constraint spares the scan of
-    -- the new table. A lock not granted within lock_timeout raises
-    -- lock_not_available.
+    -- the new table. A lock not granted within lock_timeout (past
+    -- deadlock_timeout: an autovacuum of the default partition yields)
+    -- raises lock_not_available.
+    PERFORM pg_catalog.set_config('lock_timeout', jobq._autovacuum_yield_timeout(), true);
     IF EXISTS (SELECT FROM jobq.archive_partitions AS p
                WHERE coalesce(p.from_time, '-infinity') < v_to AND p.to_time > coalesce(v_from, '-infinity')) THEN
         RETURN false;
@@ -119,7 +135,9 @@ BEGIN
     -- again). The partition is locked first (EXCLUSIVE: readers go on, a
     -- concurrent retry waits and then finds its job gone), then DROP TABLE
     -- takes an ACCESS EXCLUSIVE lock of jobq._job_archive for the moment
-    -- until commit: archiving completions wait that long.
+    -- until commit: archiving completions wait that long. lock_timeout
+    -- outlasts deadlock_timeout: an autovacuum of the partition yields.
+    PERFORM pg_catalog.set_config('lock_timeout', jobq._autovacuum_yield_timeout(), true);
     BEGIN
         EXECUTE format('LOCK TABLE jobq.%I IN EXCLUSIVE MODE', p_partition);
         IF EXISTS (SELECT FROM jobq._job_dep) THEN
@@ -172,8 +190,10 @@ BEGIN
     -- took. One session at a time: the SHARE UPDATE EXCLUSIVE lock of
     -- jobq._job_archive (which only roles that may change jobq tables can
     -- take) lets reads and writes of jobs go on; a concurrent prune skips.
+    -- The archive ONLY, not its partitions: (auto)vacuum holds that same
+    -- lock of each partition it works on, and must not make prune skip.
     BEGIN
-        LOCK TABLE jobq._job_archive IN SHARE UPDATE EXCLUSIVE MODE NOWAIT;
+        LOCK TABLE ONLY jobq._job_archive IN SHARE UPDATE EXCLUSIVE MODE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
         RETURN 0;
     END;

@@ -4,6 +4,10 @@
 --     key instead of two; the window read inline, and the head probe skipped when the claim leased in place a
 --     job at or before the window's half-way job; a claim of one finds a second key in its walk, not in two probes
 --   jobq._claim: a plain claim of more than 10 jobs parks behind a crowd only when its last claim stepped over more than 20 rows of the claim index per job (issue 24)
+--   jobq._archive_maintain: its one-prune-at-a-time lock is of the archive only, not of its partitions, so a
+--     (auto)vacuum of a partition no longer makes prune skip its partition work
+--   jobq._archive_add, jobq._archive_drop: lock_timeout outlasts deadlock_timeout by 1 s (new
+--     jobq._autovacuum_yield_timeout), so an autovacuum holding the partition is cancelled before prune gives up
 
 -- Applied by ALTER EXTENSION jobq UPDATE TO '0.14.0', or with psql -f / pyqueue
 -- upgrade on a database where jobq 0.13.0 is installed.
@@ -36,6 +40,10 @@ INSERT INTO jobq._migration (version) VALUES ('0.14.0');
 -- @replace-function jobq.version()
 -- @replace-function jobq._fair_pick(text, integer, jobq._queue, boolean)
 -- @replace-function jobq._claim(text[], integer, text, interval)
+-- @function jobq._autovacuum_yield_timeout()
+-- @replace-function jobq._archive_add(date, date)
+-- @replace-function jobq._archive_drop(text, timestamptz, timestamptz)
+-- @replace-function jobq._archive_maintain()
 
 ---------------------------------------------------------------------------
 -- privileges
