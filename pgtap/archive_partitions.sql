@@ -8,7 +8,7 @@
 -- now() is one instant throughout; a past day's partition is made with
 -- jobq._archive_add (prune only makes today's and later ones).
 BEGIN;
-SELECT plan(59);
+SELECT plan(62);
 
 SET LOCAL client_min_messages = warning;
 CREATE TEMP TABLE ids (name text PRIMARY KEY, id bigint NOT NULL);
@@ -185,6 +185,15 @@ SELECT doesnt_match(pg_temp.plan_of($$SELECT id FROM jobq.jobs WHERE queue = 'v7
                     'Seq Scan on _job_archive', 'a queue''s history page (the dashboard''s list) scans no archive partition');
 SELECT doesnt_match(pg_temp.plan_of(format('SELECT jobq.status(%s)', pg_temp.id('long'))),
                     'Seq Scan', 'jobq.status plans no scan');
+
+-- how long prune waits for a partition's lock: past deadlock_timeout, when a blocking autovacuum yields ---------
+SET LOCAL deadlock_timeout = '1s';
+SELECT is(jobq._autovacuum_yield_timeout(), '2000', 'prune waits deadlock_timeout plus a second for a partition');
+SET LOCAL deadlock_timeout = '250ms';
+SELECT is(jobq._autovacuum_yield_timeout(), '1250', '... in milliseconds, whatever the unit of deadlock_timeout');
+SET LOCAL deadlock_timeout = '1min';
+SELECT is(jobq._autovacuum_yield_timeout(), '10000', '... at most 10 s (a waiting lock holds up archiving)');
+RESET deadlock_timeout;
 
 SELECT * FROM finish();
 ROLLBACK;

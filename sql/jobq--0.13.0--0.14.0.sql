@@ -593,11 +593,13 @@ AS $$
     -- lock request that has waited deadlock_timeout cancels an autovacuum
     -- that holds the lock (unless it prevents wraparound), so a prune waiting
     -- this long gets the partition autovacuum was working on instead of
-    -- leaving it for the next run.
-    SELECT ((extract(epoch FROM current_setting('deadlock_timeout')::interval) * 1000)::bigint + 1000)::text;
+    -- leaving it for the next run. At most 10 s: a waiting lock of the
+    -- default partition holds up the jobs archived into it.
+    SELECT least((extract(epoch FROM current_setting('deadlock_timeout')::interval) * 1000)::bigint + 1000,
+                 10000)::text;
 $$;
 COMMENT ON FUNCTION jobq._autovacuum_yield_timeout() IS
-    'A lock_timeout that outlasts deadlock_timeout by 1 s, so that a blocking autovacuum is cancelled before the wait gives up.';
+    'A lock_timeout that outlasts deadlock_timeout by 1 s (at most 10 s), so that a blocking autovacuum is cancelled before the wait gives up.';
 CREATE OR REPLACE FUNCTION jobq._archive_add(p_from date, p_to date) RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
