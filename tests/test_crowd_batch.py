@@ -7,9 +7,10 @@ claim of up to 10 jobs then parks its leases, as since 0.8.0. A claim of
 more than 10 parks only when the pile it steps over is large for its size:
 its session's last claim of the same queues read more than 20 rows of the
 claim index per job (kept in ``jobq.claim_pile``), or it has not measured
-yet. The head is made old by moving its leases' start back, and each claim
-forgets its session's calm verdict first (tests/test_crowd_memory.py), so
-that nothing depends on how fast the machine runs.
+yet. The head is made old (or young) by moving its leases' start back (or
+ahead), and each claim forgets its session's calm verdict first
+(tests/test_crowd_memory.py), so that nothing depends on how fast the
+machine runs.
 """
 
 from __future__ import annotations
@@ -35,8 +36,14 @@ def pile(worker: Conn) -> str:
 
 
 def age_leases(conn: Conn) -> None:
-    conn.execute("UPDATE jobq._job SET started_at = started_at - interval '1 second' "
-                 "WHERE status = 'running'")
+    """The leases held now started a second ago: a crowd at the head."""
+    conn.execute("UPDATE jobq._job SET started_at = now() - interval '1 second' WHERE status = 'running'")
+
+
+def young_leases(conn: Conn) -> None:
+    """The leases held now start in an hour: a calm head, however long the
+    machine takes between two claims (the crowd is leases over 50 ms old)."""
+    conn.execute("UPDATE jobq._job SET started_at = now() + interval '1 hour' WHERE status = 'running'")
 
 
 def test_a_large_claim_that_measured_a_small_pile_leases_in_place_over_a_crowd(conn: Conn, dsn: str) -> None:
@@ -44,6 +51,7 @@ def test_a_large_claim_that_measured_a_small_pile_leases_in_place_over_a_crowd(c
     conn.execute("SELECT jobq.enqueue_many('crowd', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 500)))")
     with psycopg.connect(dsn, autocommit=True) as worker:
         assert claim_parked(worker, 5) == [False] * 5
+        young_leases(conn)
         assert claim_parked(worker, 100) == [False] * 100, "a calm head: in place"
         assert pile(worker) == "crowd|1", "it read its 100 jobs and the 5 leases ahead: 1 row a job"
         age_leases(conn)
