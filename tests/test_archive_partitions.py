@@ -254,6 +254,7 @@ def test_a_vacuum_of_a_partition_does_not_make_prune_skip(conn: Conn, dsn: str) 
     works on. Prune's one-at-a-time lock is of the archive alone, so a vacuum
     of today's day does not make it skip its partition work (CI of
     2026-11-27: right after the upgrade filled the days, autovacuum did)."""
+    clear_of_midnight(conn, 60)  # "today" and the days ahead stay what they are while it runs
     name = expired_day(conn, 5)
     conn.execute("SELECT jobq._archive_add(d, d + 1) "
                  "FROM (SELECT (now() AT TIME ZONE 'UTC')::date AS d) AS x")
@@ -277,9 +278,9 @@ def test_prune_waits_past_deadlock_timeout_for_the_partition(conn: Conn, dsn: st
     holding the lock; prune waits a second longer than that before it leaves
     a partition for the next run, so the autovacuum yields first. Here an
     ordinary session holds the expired day for 2 s, with deadlock_timeout at
-    3 s: prune waits it out (before, it gave up after 1 s)."""
+    5 s: prune waits it out (before, it gave up after 1 s)."""
     name = expired_day(conn, 7)
-    conn.execute("SET deadlock_timeout = '3s'")
+    conn.execute("SET deadlock_timeout = '5s'")
     with psycopg.connect(dsn) as holder:
         holder.execute(f"LOCK TABLE jobq.{name} IN SHARE UPDATE EXCLUSIVE MODE")
         releasing = threading.Timer(2.0, holder.rollback)
