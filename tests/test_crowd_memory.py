@@ -28,6 +28,11 @@ def claim_parked(worker: Conn, n: int) -> list[bool]:
     """Claim n jobs of 'crowd'; whether each lease was parked."""
     ids = [r[0] for r in worker.execute("SELECT id FROM jobq.claim('crowd', %s, 'w')", (n,)).fetchall()]
     assert len(ids) == n
+    return parked(worker, ids)
+
+
+def parked(worker: Conn, ids: list[object]) -> list[bool]:
+    """Whether each of these jobs' leases was parked, in id order."""
     return [bool(r[0]) for r in worker.execute(
         "SELECT parked FROM jobq._job WHERE id = ANY(%s) ORDER BY id", (ids,)).fetchall()]
 
@@ -61,9 +66,7 @@ def test_a_fresh_calm_verdict_holds_even_over_a_crowd(conn: Conn, dsn: str) -> N
         cursor = worker.execute(REMEMBER_THEN_CLAIM)
         assert cursor.nextset()
         ids = [r[0] for r in cursor.fetchall()]
-        parked = [bool(r[0]) for r in worker.execute(
-            "SELECT parked FROM jobq._job WHERE id = ANY(%s) ORDER BY id", (ids,)).fetchall()]
-        assert parked == [False] * 3, "a calm verdict under 50 ms old: no probe, in place"
+        assert parked(worker, ids) == [False] * 3, "a calm verdict under 50 ms old: no probe, in place"
 
 
 def test_an_old_or_foreign_verdict_does_not_hold_and_a_crowded_one_is_not_kept(conn: Conn, dsn: str) -> None:

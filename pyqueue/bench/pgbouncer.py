@@ -55,7 +55,8 @@ def more_files() -> None:
 
 class PgBouncer:
     """PgBouncer in transaction pooling mode in front of ``dbname`` on
-    ``host:port``, with ``pool_size`` server connections for it."""
+    ``host:port``, with ``pool_size`` server connections for it; it listens
+    on ``listen_port``, or on a free loopback port."""
 
     def __init__(self, directory: Path, *, host: str, port: int, dbname: str, pool_size: int,
                  max_client_conn: int = 500, listen_port: int | None = None) -> None:
